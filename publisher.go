@@ -1,0 +1,471 @@
+package tickcast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"runtime"
+	"time"
+
+	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/ud"
+)
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	// Channels is the number of channels instruments are spread over.
+	Channels int
+	// GroupA is channel 0's A-line group; channel c uses ChannelGroup(GroupA, c).
+	GroupA netip.AddrPort
+	// GroupB is channel 0's B-line group, or the zero value for no B line.
+	GroupB netip.AddrPort
+	// NewSender opens the transport for one group. Required.
+	NewSender func(group netip.AddrPort) (ud.Sender, error)
+	// MaxDatagram caps the packet size; 0 means the transport's maximum.
+	MaxDatagram int
+	// MaxDelay bounds how long a message may wait in a partly filled packet
+	// when input keeps coming (packets are flushed at once when input
+	// drains). It is checked by the publishing loop, not by a timer.
+	// Default 50µs.
+	MaxDelay time.Duration
+	// Heartbeat is how long a channel may be idle before a heartbeat is
+	// sent. Default 100ms.
+	Heartbeat time.Duration
+	// SendBatch is how many finished packets of a channel may be queued for
+	// one batched send system call. Default 16.
+	SendBatch int
+	// OnPacket, if set, is called with every data packet after it was sent,
+	// byte-identical to what went on the wire (for the retransmission store).
+	// The bytes are valid only during the call.
+	OnPacket func(ch int, session mold.Session, firstSeq uint64, pkt []byte)
+}
+
+func (c *PublisherConfig) validate() error {
+	if c.Channels < 1 || c.Channels > 1296 {
+		return fmt.Errorf("tickcast: channels %d, want 1..1296", c.Channels)
+	}
+	if c.NewSender == nil {
+		return errors.New("tickcast: publisher config: NewSender is required")
+	}
+	if _, err := ChannelGroup(c.GroupA, c.Channels-1); err != nil {
+		return fmt.Errorf("tickcast: group: %w", err)
+	}
+	if c.GroupB.IsValid() {
+		if _, err := ChannelGroup(c.GroupB, c.Channels-1); err != nil {
+			return fmt.Errorf("tickcast: group-b: %w", err)
+		}
+		if overlaps(c.GroupA, c.GroupB, c.Channels) {
+			return fmt.Errorf("tickcast: group-b %s overlaps group %s for %d channels", c.GroupB, c.GroupA, c.Channels)
+		}
+	}
+	if c.MaxDatagram != 0 && c.MaxDatagram < mold.HeaderLen+mold.BlockHdrLen+feed.MaxLen {
+		return fmt.Errorf("tickcast: max-datagram %d cannot hold one %d-byte message", c.MaxDatagram, feed.MaxLen)
+	}
+	if c.MaxDelay < 0 || c.Heartbeat < 0 || c.SendBatch < 0 {
+		return errors.New("tickcast: max-delay, heartbeat and send batch must not be negative")
+	}
+	if c.MaxDelay == 0 {
+		c.MaxDelay = 50 * time.Microsecond
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = 100 * time.Millisecond
+	}
+	if c.SendBatch == 0 {
+		c.SendBatch = 16
+	}
+	return nil
+}
+
+func overlaps(a, b netip.AddrPort, n int) bool {
+	if a.Port() != b.Port() {
+		return false
+	}
+	x, y := a.Addr().As4(), b.Addr().As4()
+	av := int64(x[0])<<24 | int64(x[1])<<16 | int64(x[2])<<8 | int64(x[3])
+	bv := int64(y[0])<<24 | int64(y[1])<<16 | int64(y[2])<<8 | int64(y[3])
+	return av < bv+int64(n) && bv < av+int64(n)
+}
+
+// PublisherStats are a publisher's cumulative counters.
+type PublisherStats struct {
+	Messages          uint64 // messages published
+	Packets           uint64 // data packets sent (per line counted once)
+	Heartbeats        uint64
+	UnknownInstrument uint64 // messages dropped: instrument never defined
+	FlushDrain        uint64 // flushes because input drained
+	FlushFull         uint64 // packets closed because the next message did not fit
+	FlushDeadline     uint64 // flushes forced by MaxDelay
+}
+
+// Publisher turns normalized messages into sequenced MoldUDP64 packets, one
+// stream per channel, sent on the A line and the optional B line.
+//
+// A Publisher is used by one goroutine.
+type Publisher struct {
+	cfg      PublisherConfig
+	chans    []*pubChannel
+	instChan []int32  // instrument id → channel, -1 while undefined
+	instSeq  []uint32 // instrument id → last per-instrument sequence
+	stats    PublisherStats
+	pending  int // channels with unsent messages
+}
+
+type pubChannel struct {
+	idx      int
+	session  mold.Session
+	lines    []ud.Sender
+	builders []*mold.Builder // queue of packets; the last one is open
+	queued   int             // finished packets waiting to be sent
+	sendList [][]byte        // scratch for Send, to avoid per-flush allocation
+	openNs   int64           // when the oldest unsent message was added; 0 if none
+	lastNs   int64           // when the channel last sent anything
+	packets  uint64
+}
+
+// NewPublisher opens the senders of every channel and starts a new session
+// on each.
+func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	p := &Publisher{cfg: cfg}
+	now := time.Now()
+	for ch := 0; ch < cfg.Channels; ch++ {
+		pc := &pubChannel{idx: ch, session: NewSession(ch, now), lastNs: now.UnixNano()}
+		p.chans = append(p.chans, pc)
+		groups := []netip.AddrPort{cfg.GroupA}
+		if cfg.GroupB.IsValid() {
+			groups = append(groups, cfg.GroupB)
+		}
+		maxDG := cfg.MaxDatagram
+		for _, base := range groups {
+			g, _ := ChannelGroup(base, ch)
+			s, err := cfg.NewSender(g)
+			if err != nil {
+				p.closeSenders()
+				return nil, fmt.Errorf("tickcast: channel %d: open sender for %s: %w", ch, g, err)
+			}
+			pc.lines = append(pc.lines, s)
+			if maxDG == 0 || s.MaxDatagram() < maxDG {
+				if cfg.MaxDatagram != 0 && s.MaxDatagram() < cfg.MaxDatagram {
+					p.closeSenders()
+					return nil, fmt.Errorf("tickcast: channel %d: max-datagram %d exceeds the transport's %d for %s", ch, cfg.MaxDatagram, s.MaxDatagram(), g)
+				}
+				maxDG = s.MaxDatagram()
+			}
+		}
+		for i := 0; i < cfg.SendBatch; i++ {
+			b, err := mold.NewBuilder(maxDG)
+			if err != nil {
+				p.closeSenders()
+				return nil, fmt.Errorf("tickcast: channel %d: %w", ch, err)
+			}
+			pc.builders = append(pc.builders, b)
+		}
+		pc.sendList = make([][]byte, 0, cfg.SendBatch)
+		pc.builders[0].Start(pc.session, 1)
+	}
+	return p, nil
+}
+
+func (p *Publisher) closeSenders() {
+	for _, pc := range p.chans {
+		for _, s := range pc.lines {
+			s.Close()
+		}
+	}
+}
+
+// Sessions returns each channel's current session.
+func (p *Publisher) Sessions() []mold.Session {
+	out := make([]mold.Session, len(p.chans))
+	for i, pc := range p.chans {
+		out[i] = pc.session
+	}
+	return out
+}
+
+// NextSeq returns the sequence number channel ch's next message will get.
+func (p *Publisher) NextSeq(ch int) uint64 {
+	pc := p.chans[ch]
+	return pc.builders[pc.queued].NextSeq()
+}
+
+// Stats returns the counters.
+func (p *Publisher) Stats() PublisherStats { return p.stats }
+
+// ChannelPackets returns how many data packets channel ch has sent.
+func (p *Publisher) ChannelPackets(ch int) uint64 { return p.chans[ch].packets }
+
+// ErrUnknownInstrument is returned by Publish for a message about an
+// instrument whose definition was never published.
+var ErrUnknownInstrument = errors.New("instrument has no definition")
+
+// Publish adds m to its channel's open packet, assigning the per-instrument
+// sequence number. A definition assigns the instrument to its channel. The
+// packet goes out when it is full (this call may send) or at the next Flush
+// or Poll. Publish does not allocate, except to grow the instrument table
+// when a definition names a new, larger instrument id.
+func (p *Publisher) Publish(m *feed.Msg, nowNs int64) error {
+	id := int(m.Instrument)
+	if m.Type == feed.TypeDefinition {
+		for id >= len(p.instChan) {
+			p.instChan = append(p.instChan, -1)
+			p.instSeq = append(p.instSeq, 0)
+		}
+		p.instChan[id] = int32(feed.ChannelOf(m.Def.Symbol, p.cfg.Channels))
+	}
+	if id >= len(p.instChan) || p.instChan[id] < 0 {
+		p.stats.UnknownInstrument++
+		return fmt.Errorf("tickcast: %s for instrument %d: %w", m.Type, id, ErrUnknownInstrument)
+	}
+	pc := p.chans[p.instChan[id]]
+	p.instSeq[id]++
+	m.InstSeq = p.instSeq[id]
+	n := feed.Size(m.Type)
+	b := pc.builders[pc.queued]
+	dst := b.Reserve(n)
+	if dst == nil {
+		p.stats.FlushFull++
+		if err := p.closePacket(pc, nowNs); err != nil {
+			return err
+		}
+		b = pc.builders[pc.queued]
+		if dst = b.Reserve(n); dst == nil {
+			return fmt.Errorf("tickcast: channel %d: a %d-byte message does not fit an empty packet", pc.idx, n)
+		}
+	}
+	if _, err := m.Encode(dst); err != nil {
+		b.Unreserve()
+		return err
+	}
+	if pc.openNs == 0 {
+		pc.openNs = nowNs
+		p.pending++
+	}
+	p.stats.Messages++
+	return nil
+}
+
+// closePacket finishes the open packet and opens the next one in the queue,
+// sending the queue when it is full.
+func (p *Publisher) closePacket(pc *pubChannel, nowNs int64) error {
+	next := pc.builders[pc.queued].NextSeq()
+	pc.builders[pc.queued].Finish()
+	pc.queued++
+	if pc.queued == len(pc.builders) {
+		if err := p.send(pc, nowNs); err != nil {
+			return err
+		}
+	}
+	pc.builders[pc.queued].Start(pc.session, next)
+	return nil
+}
+
+// send stamps and sends every finished packet of pc (and the open one if it
+// holds messages), then reopens an empty packet.
+func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
+	open := pc.builders[min(pc.queued, len(pc.builders)-1)]
+	if pc.queued < len(pc.builders) && open.Count() > 0 {
+		open.Finish()
+		pc.queued++
+	}
+	if pc.queued == 0 {
+		return nil
+	}
+	next := pc.builders[pc.queued-1].NextSeq()
+	// The send timestamp is taken once per batch, as late as possible.
+	sendNs := time.Now().UnixNano()
+	list := pc.sendList[:0]
+	for _, b := range pc.builders[:pc.queued] {
+		it := b.Messages()
+		for msg, _, ok := it.Next(); ok; msg, _, ok = it.Next() {
+			feed.PutSendNs(msg, sendNs)
+		}
+		list = append(list, b.Finish())
+	}
+	var firstErr error
+	for _, s := range pc.lines {
+		if err := s.Send(list); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("tickcast: channel %d session %s: send: %w", pc.idx, pc.session, err)
+		}
+	}
+	if p.cfg.OnPacket != nil {
+		for _, b := range pc.builders[:pc.queued] {
+			p.cfg.OnPacket(pc.idx, pc.session, b.FirstSeq(), b.Finish())
+		}
+	}
+	pc.packets += uint64(pc.queued)
+	p.stats.Packets += uint64(pc.queued)
+	pc.queued = 0
+	pc.builders[0].Start(pc.session, next)
+	if pc.openNs != 0 {
+		pc.openNs = 0
+		p.pending--
+	}
+	pc.lastNs = nowNs
+	return firstErr
+}
+
+// Flush sends every channel's unsent messages. Call it when input drains.
+func (p *Publisher) Flush(nowNs int64) error {
+	if p.pending == 0 {
+		return nil
+	}
+	p.stats.FlushDrain++
+	var firstErr error
+	for _, pc := range p.chans {
+		if pc.openNs != 0 {
+			if err := p.send(pc, nowNs); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return firstErr
+}
+
+// Poll enforces the deadlines: it flushes channels whose oldest unsent
+// message has waited MaxDelay, and sends heartbeats on channels idle for the
+// heartbeat interval. The publishing loop calls it as often as it can.
+func (p *Publisher) Poll(nowNs int64) error {
+	var firstErr error
+	maxDelay, hb := int64(p.cfg.MaxDelay), int64(p.cfg.Heartbeat)
+	for _, pc := range p.chans {
+		var err error
+		switch {
+		case pc.openNs != 0 && nowNs-pc.openNs >= maxDelay:
+			p.stats.FlushDeadline++
+			err = p.send(pc, nowNs)
+		case pc.openNs == 0 && nowNs-pc.lastNs >= hb:
+			err = p.control(pc, nowNs, false)
+			p.stats.Heartbeats++
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// control sends a heartbeat or end of session on every line of pc.
+func (p *Publisher) control(pc *pubChannel, nowNs int64, eos bool) error {
+	b := pc.builders[pc.queued]
+	var hdr [mold.HeaderLen]byte
+	h := mold.Header{Session: pc.session, Seq: b.NextSeq()}
+	if eos {
+		h.Count = mold.EndOfSession
+	}
+	h.Put(hdr[:])
+	list := append(pc.sendList[:0], hdr[:])
+	var firstErr error
+	for _, s := range pc.lines {
+		if err := s.Send(list); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("tickcast: channel %d session %s: send control: %w", pc.idx, pc.session, err)
+		}
+	}
+	pc.lastNs = nowNs
+	return firstErr
+}
+
+// Close sends what is unsent, an end of session on every channel and line,
+// and closes the senders.
+func (p *Publisher) Close() error {
+	now := time.Now().UnixNano()
+	firstErr := p.Flush(now)
+	for _, pc := range p.chans {
+		if err := p.control(pc, now, true); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	for _, pc := range p.chans {
+		for _, s := range pc.lines {
+			if err := s.Close(); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return firstErr
+}
+
+// RunConfig paces Run.
+type RunConfig struct {
+	// Rate is messages per second; 0 publishes as fast as possible.
+	Rate float64
+	// OnError is called with per-message errors (unknown instrument) that do
+	// not stop the run; nil ignores them (they are counted).
+	OnError func(error)
+}
+
+// Run publishes src until it ends (io.EOF) or ctx is done, then returns
+// without closing the publisher (call Close for the end of session).
+//
+// Pacing is a spin-wait on the clock, because Go timers here resolve to about
+// a millisecond: while the next message is not yet due, Run flushes what is
+// pending (input drained), checks deadlines, and spins; it sleeps only when
+// the next message is more than 2 ms away. Run therefore keeps one core busy
+// at high rates, and it calls runtime.LockOSThread so that core stays one
+// thread.
+func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var m feed.Msg
+	start := time.Now()
+	var interval float64
+	if rc.Rate > 0 {
+		interval = 1e9 / rc.Rate
+	}
+	done := ctx.Done()
+	for i := uint64(0); ; i++ {
+		if i&63 == 0 {
+			select {
+			case <-done:
+				return p.Flush(time.Now().UnixNano())
+			default:
+			}
+		}
+		now := time.Now()
+		if interval > 0 {
+			due := time.Duration(float64(i) * interval)
+			for wait := due - now.Sub(start); wait > 0; wait = due - now.Sub(start) {
+				if err := p.Flush(now.UnixNano()); err != nil {
+					return err
+				}
+				if err := p.Poll(now.UnixNano()); err != nil {
+					return err
+				}
+				if wait > 2*time.Millisecond {
+					select {
+					case <-done:
+						return p.Flush(time.Now().UnixNano())
+					case <-time.After(wait - time.Millisecond):
+					}
+				}
+				now = time.Now()
+			}
+		}
+		err := src.Next(&m)
+		if err == io.EOF {
+			return p.Flush(time.Now().UnixNano())
+		}
+		if err != nil {
+			p.Flush(time.Now().UnixNano())
+			return fmt.Errorf("tickcast: source: %w", err)
+		}
+		nowNs := now.UnixNano()
+		if err := p.Publish(&m, nowNs); err != nil {
+			if errors.Is(err, ErrUnknownInstrument) {
+				if rc.OnError != nil {
+					rc.OnError(err)
+				}
+				continue
+			}
+			return err
+		}
+		if err := p.Poll(nowNs); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,100 @@
+// Package ud defines the datagram transports tickcast publishes and receives
+// MoldUDP64 packets over: UDP multicast (package ud/udp, pure Go) and RDMA UD
+// queue pairs (build tag rdma).
+//
+// A transport has two halves. A Sender sends whole datagrams to one multicast
+// group and states the largest datagram it can carry, which the MoldUDP64
+// packet builder uses as its limit. A Receiver owns a ring of pre-allocated
+// receive slots. Its receive loop (one goroutine per line) fills free slots and
+// publishes them to the consumer; the consumer reads them in arrival order,
+// borrowing each slot's bytes in place, and releases them in the same order,
+// which hands the slots back to the receive loop. Nothing is copied between the
+// wire and the consumer. A consumer that must keep a message beyond the release
+// (reordering, recovery) copies it out first, so a held message never starves
+// the receive queue.
+//
+// When the consumer falls behind and the ring is full, the receive loop stops
+// taking datagrams from the transport until slots are released; the loss that
+// follows happens in the kernel (or NIC) queue, is counted there and reported in
+// RecvStats.KernelDrops, and reaches the consumer as a sequence gap like any
+// other. The ring never drops silently.
+package ud
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrClosed is returned by Send and Wait after Close.
+var ErrClosed = errors.New("ud: transport closed")
+
+// Slot is one received datagram, lent by a Receiver to its consumer until the
+// consumer releases it.
+type Slot struct {
+	// Buf is the slot's pre-allocated buffer; Buf[:N] holds the datagram.
+	Buf []byte
+	// N is the datagram's length in bytes.
+	N int
+	// RecvNs is when the receive loop took the datagram from the transport
+	// (Unix nanoseconds, wall clock).
+	RecvNs int64
+}
+
+// Data returns the received datagram. It is valid until the slot is released.
+func (s *Slot) Data() []byte { return s.Buf[:s.N] }
+
+// Sender sends datagrams to one destination group.
+type Sender interface {
+	// MaxDatagram is the largest datagram payload Send accepts, in bytes.
+	MaxDatagram() int
+	// Send transmits the datagrams in order, batching system calls where the
+	// transport can. It returns the first error; datagrams before it were sent.
+	Send(datagrams [][]byte) error
+	// Stats returns cumulative counters.
+	Stats() SendStats
+	// Close releases the transport's resources.
+	Close() error
+}
+
+// Receiver receives datagrams from one group into a ring of lent slots.
+//
+// Peek, Release and Wait are called by one consumer goroutine; the receive loop
+// is the ring's only producer.
+type Receiver interface {
+	// MaxDatagram is the size of each receive slot's payload area.
+	MaxDatagram() int
+	// Peek returns the i-th unreleased slot (0 = oldest) or nil when fewer
+	// than i+1 datagrams are waiting. It never blocks.
+	Peek(i int) *Slot
+	// Release hands the n oldest lent slots back to the receive loop.
+	Release(n int)
+	// Wait blocks until at least one datagram is waiting, the timeout passes,
+	// or the receiver is closed (ErrClosed). It is for consumers that do not
+	// spin; its resolution is the Go scheduler's (about a millisecond).
+	Wait(timeout time.Duration) error
+	// Stats returns cumulative counters.
+	Stats() RecvStats
+	// Close stops the receive loop and releases the transport's resources.
+	Close() error
+}
+
+// SendStats are a Sender's cumulative counters.
+type SendStats struct {
+	Datagrams uint64 // datagrams sent
+	Bytes     uint64 // payload bytes sent
+	Syscalls  uint64 // send system calls (or post-list submissions) made
+	Errors    uint64 // send errors
+	Retries   uint64 // send calls repeated after a partial send or a transient error (EAGAIN, ENOBUFS, EINTR)
+}
+
+// RecvStats are a Receiver's cumulative counters.
+type RecvStats struct {
+	Datagrams   uint64 // datagrams received into slots
+	Bytes       uint64 // payload bytes received
+	Syscalls    uint64 // receive system calls (or completion polls) that returned data
+	KernelDrops uint64 // datagrams the kernel or NIC dropped for this receiver
+	RingFull    uint64 // times the receive loop found every slot lent out
+	Truncated   uint64 // datagrams longer than a slot, dropped and counted
+	Errors      uint64 // receive errors other than "no data yet" (the loop carries on)
+	RcvBuf      int    // socket receive buffer size the kernel granted (0 if none)
+}

@@ -1,0 +1,165 @@
+package udp
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+
+	"github.com/tickcast/tickcast/ud"
+)
+
+// Mode selects how a Receiver's loop waits for datagrams.
+type Mode int
+
+const (
+	// Blocking makes the receive loop sleep in recvmmsg(MSG_WAITFORONE) on
+	// a blocking socket. It costs no CPU while the line is idle; the price is
+	// a scheduler wakeup per batch.
+	Blocking Mode = iota
+	// BusyPoll makes the receive loop spin on recvmmsg over a non-blocking
+	// socket from a goroutine locked to its OS thread (optionally pinned to
+	// Config.CPU). It burns one core whether or not data arrives and saves
+	// the wakeup latency. On a two-core machine run at most one BusyPoll
+	// receiver.
+	BusyPoll
+)
+
+// String returns "blocking" or "busy-poll".
+func (m Mode) String() string {
+	switch m {
+	case Blocking:
+		return "blocking"
+	case BusyPoll:
+		return "busy-poll"
+	}
+	return "Mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Defaults applied by Config fields left at their zero value.
+const (
+	DefaultBatch       = 32
+	DefaultRingSlots   = 4096
+	DefaultMaxDatagram = 1472     // 1500-byte MTU − 20 (IPv4) − 8 (UDP)
+	DefaultRcvBuf      = 32 << 20 // requested when Config.RcvBuf is 0, see Config.RcvBuf
+	// MaxDatagramLimit is the largest UDP payload IPv4 can carry.
+	MaxDatagramLimit = 65507
+	// MaxBatch is the kernel's limit on messages per sendmmsg/recvmmsg
+	// (UIO_MAXIOV).
+	MaxBatch = 1024
+)
+
+// Config describes one multicast line: the group and port, the local
+// interface, and how the socket and the receive ring are sized. One Config
+// serves both NewSender and NewReceiver; each ignores the fields that do not
+// concern it. The zero value of every field except Group and Port selects a
+// default (see each field), with one exception: CPU, whose zero value pins a
+// BusyPoll receiver to CPU 0 — set it to -1 for no pinning.
+type Config struct {
+	// Group is the IPv4 multicast group (224.0.0.0/4) to send to or to
+	// receive from. Required.
+	Group netip.Addr
+	// Port is the UDP destination port, 1–65535. Required.
+	Port int
+	// Interface is the IPv4 address of the local interface that sends
+	// (IP_MULTICAST_IF) and joins the group (IP_ADD_MEMBERSHIP). Zero means
+	// 127.0.0.1: the loopback interface, so nothing leaves the host unless
+	// asked to.
+	Interface netip.Addr
+	// TTL is the IP time-to-live of sent datagrams, 0–255. Zero, the
+	// default, keeps them on this host: the kernel delivers the looped-back
+	// copy and discards the original.
+	TTL int
+	// DisableLoop turns IP_MULTICAST_LOOP off, so that receivers on the
+	// sending host do not get the datagrams. Loop is on by default.
+	DisableLoop bool
+	// RcvBuf is the socket receive buffer size to request, in bytes. Zero
+	// asks for as much as allowed: DefaultRcvBuf or net.core.rmem_max,
+	// whichever is larger. A request above rmem_max is tried with
+	// SO_RCVBUFFORCE (needs CAP_NET_ADMIN) and otherwise falls back to
+	// SO_RCVBUF, which the kernel caps at rmem_max; a request within rmem_max
+	// uses SO_RCVBUF. RecvStats.RcvBuf reports what getsockopt(SO_RCVBUF)
+	// returns afterwards, which on Linux is twice the granted request: the
+	// kernel doubles it to leave room for its per-packet bookkeeping.
+	RcvBuf int
+	// Batch is the most datagrams one sendmmsg or recvmmsg call moves,
+	// 1–MaxBatch. Zero means DefaultBatch.
+	Batch int
+	// RingSlots is the number of receive slots, a power of two. Zero means
+	// DefaultRingSlots.
+	RingSlots int
+	// MaxDatagram is the largest datagram payload, 1–MaxDatagramLimit bytes:
+	// Send rejects longer ones, and it is the size of each receive slot
+	// (longer datagrams arriving are dropped and counted in
+	// RecvStats.Truncated). Zero means DefaultMaxDatagram, which fits a
+	// 1500-byte Ethernet MTU; loopback (MTU 65536) allows more.
+	MaxDatagram int
+	// Mode is how the receive loop waits: Blocking (the default) or
+	// BusyPoll.
+	Mode Mode
+	// CPU is the CPU a BusyPoll receive thread is pinned to with
+	// sched_setaffinity, or -1 for no pinning. Ignored in Blocking mode.
+	CPU int
+}
+
+// ConfigError reports a Config field with an invalid value.
+type ConfigError struct {
+	Field  string // the Config field, e.g. "Group"
+	Value  any    // the rejected value
+	Reason string // what is wrong with it
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("udp: invalid Config.%s %v: %s", e.Field, e.Value, e.Reason)
+}
+
+// withDefaults returns c with zero fields replaced by their defaults, or the
+// first invalid field as a *ConfigError.
+func (c Config) withDefaults() (Config, error) {
+	if !c.Interface.IsValid() {
+		c.Interface = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	if c.Batch == 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.RingSlots == 0 {
+		c.RingSlots = DefaultRingSlots
+	}
+	if c.MaxDatagram == 0 {
+		c.MaxDatagram = DefaultMaxDatagram
+	}
+	return c, c.validate()
+}
+
+// validate checks every field of a Config whose defaults are applied.
+func (c Config) validate() error {
+	bad := func(field string, value any, reason string) error {
+		return &ConfigError{Field: field, Value: value, Reason: reason}
+	}
+	switch {
+	case !c.Group.IsValid():
+		return bad("Group", c.Group, "required")
+	case !c.Group.Is4() || !c.Group.IsMulticast():
+		return bad("Group", c.Group, "not an IPv4 multicast address (224.0.0.0/4)")
+	case c.Port < 1 || c.Port > 65535:
+		return bad("Port", c.Port, "not in 1–65535")
+	case !c.Interface.Is4():
+		return bad("Interface", c.Interface, "not an IPv4 address")
+	case c.Interface.IsMulticast() || c.Interface.IsUnspecified():
+		return bad("Interface", c.Interface, "not a unicast interface address")
+	case c.TTL < 0 || c.TTL > 255:
+		return bad("TTL", c.TTL, "not in 0–255")
+	case c.RcvBuf < 0:
+		return bad("RcvBuf", c.RcvBuf, "negative")
+	case c.Batch < 1 || c.Batch > MaxBatch:
+		return bad("Batch", c.Batch, "not in 1–"+strconv.Itoa(MaxBatch))
+	case c.RingSlots < 1 || c.RingSlots&(c.RingSlots-1) != 0 || c.RingSlots > ud.MaxRingSlots:
+		return bad("RingSlots", c.RingSlots, "not a power of two between 1 and "+strconv.Itoa(ud.MaxRingSlots))
+	case c.MaxDatagram < 1 || c.MaxDatagram > MaxDatagramLimit:
+		return bad("MaxDatagram", c.MaxDatagram, "not in 1–"+strconv.Itoa(MaxDatagramLimit))
+	case c.Mode != Blocking && c.Mode != BusyPoll:
+		return bad("Mode", c.Mode, "not Blocking or BusyPoll")
+	case c.CPU < -1 || c.CPU >= cpuSetSize:
+		return bad("CPU", c.CPU, "not -1 (no pinning) or a CPU index below "+strconv.Itoa(cpuSetSize))
+	}
+	return nil
+}
