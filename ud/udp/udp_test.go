@@ -266,6 +266,11 @@ func TestCloseUnblocksReceiver(t *testing.T) {
 			case <-time.After(3 * time.Second):
 				t.Fatal("Wait did not return after Close")
 			}
+			// Waking the loop must not deliver anything (a shut-down UDP
+			// socket reports empty "datagrams").
+			if st := r.Stats(); st.Datagrams != 0 || r.Peek(0) != nil {
+				t.Fatalf("datagrams after Close with no traffic: %+v", st)
+			}
 			if err := r.Close(); err != nil {
 				t.Fatalf("second Close: %v", err)
 			}
@@ -336,27 +341,37 @@ func TestKernelDropsAccounting(t *testing.T) {
 				t.Fatalf("RcvBuf = %d, want %d (getsockopt reports twice the request)", st.RcvBuf, 2*4096)
 			}
 
-			// The burst: with the consumer not releasing, at most 8
-			// datagrams fit the ring and a few the socket buffer.
+			mk := func(seq int) []byte {
+				d := make([]byte, 1000)
+				binary.BigEndian.PutUint32(d, uint32(seq))
+				return d
+			}
+			// Fill the ring first, one datagram at a time, so the burst
+			// meets a receive loop that is waiting for the consumer.
+			deadline := time.Now().Add(5 * time.Second)
+			seq := 0
+			for r.Stats().RingFull == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("ring never filled: %+v", r.Stats())
+				}
+				if err := s.Send([][]byte{mk(seq)}); err != nil {
+					t.Fatal(err)
+				}
+				seq++
+				time.Sleep(time.Millisecond)
+			}
+			// The burst: the consumer holds every slot, and the socket
+			// buffer holds a few datagrams at most.
 			const burst = 300
 			batch := make([][]byte, 0, 30)
-			for i := 0; i < burst; i++ {
-				d := make([]byte, 1000)
-				binary.BigEndian.PutUint32(d, uint32(i))
-				batch = append(batch, d)
-				if len(batch) == cap(batch) {
+			for ; seq < burst; seq++ {
+				batch = append(batch, mk(seq))
+				if len(batch) == cap(batch) || seq == burst-1 {
 					if err := s.Send(batch); err != nil {
 						t.Fatal(err)
 					}
 					batch = batch[:0]
 				}
-			}
-			deadline := time.Now().Add(5 * time.Second)
-			for r.Stats().RingFull == 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("ring never filled: %+v", r.Stats())
-				}
-				time.Sleep(time.Millisecond)
 			}
 
 			// Drain everything the kernel kept, then send one more: it is

@@ -1,0 +1,78 @@
+package cliconf
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// FuzzLoadConfigFile: whatever a config file holds, Load does not panic and
+// either succeeds or returns an *Error; and what it accepts, written back out
+// as YAML, loads to the same settings.
+func FuzzLoadConfigFile(f *testing.F) {
+	for _, seed := range []string{
+		"",
+		"rate: 5\nmax-delay: 20us\n",
+		"source: x\nverify: true\nworkers: 3\noffset: -7\ncount: 9\nrate: 1.5\nmax-delay: 1h\npeers: [a, b]\n",
+		"peers: a, b ,c\n",
+		"rate: &r 2\nworkers: *r\n",
+		"rate: abc\n",
+		"max-dlay: 5us\n",
+		"- a\n- b\n",
+		"rate: 1\n---\nrate: 2\n",
+		"source: \"\\x00\\u2028\"\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tm := time.AfterFunc(2*time.Second, func() { os.WriteFile(fmt.Sprintf("/tmp/slow-%d", time.Now().UnixNano()), data, 0o600) })
+		defer tm.Stop()
+		dir := t.TempDir()
+		path := filepath.Join(dir, "fuzz.yaml")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var s testSettings
+		err := Load("fuzz", []string{"--config", path}, env(nil), &s)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v (%T) is not an *Error", err, err)
+			}
+			return
+		}
+
+		out, err := yaml.Marshal(map[string]any{
+			"source":    s.Source,
+			"verify":    s.Verify,
+			"workers":   strconv.Itoa(s.Workers),
+			"offset":    strconv.FormatInt(s.Offset, 10),
+			"count":     strconv.FormatUint(s.Count, 10),
+			"rate":      strconv.FormatFloat(s.Rate, 'g', -1, 64),
+			"max-delay": s.MaxDelay.String(),
+			"peers":     s.Peers,
+		})
+		if err != nil {
+			t.Fatalf("marshal %+v: %v", s, err)
+		}
+		again := filepath.Join(dir, "again.yaml")
+		if err := os.WriteFile(again, out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var s2 testSettings
+		if err := Load("fuzz", []string{"--config", again}, env(nil), &s2); err != nil {
+			t.Fatalf("re-load of\n%s\nfailed: %v", out, err)
+		}
+		s.Origins, s2.Origins = nil, nil
+		if !reflect.DeepEqual(s, s2) {
+			t.Fatalf("re-load differs:\n got %#v\nwant %#v\nfrom\n%s", s2, s, out)
+		}
+	})
+}

@@ -1,0 +1,378 @@
+// Package subapp is the reference subscriber program: it joins a feed's
+// channels, optionally verifies every message against the synthetic feed's
+// definition, prints messages or a live summary, and ends with one JSON
+// summary line. cmd/subscriber runs it from its settings; the feed handler's
+// --demo mode runs it in process.
+package subapp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/feed/verify"
+	"github.com/tickcast/tickcast/internal/cliconf"
+	"github.com/tickcast/tickcast/ud/udp"
+	"golang.org/x/term"
+)
+
+// Settings are the subscriber's settings.
+type Settings struct {
+	Channels     int           `flag:"channels" default:"4" help:"the feed's number of channels (as the feed handler's --channels)"`
+	JoinChannels []string      `flag:"join-channels" default:"" help:"channels to join, comma separated (default: all)"`
+	Symbols      []string      `flag:"symbols" default:"" help:"join only the channels carrying these symbols, comma separated"`
+	Group        string        `flag:"group" default:"239.77.0.1:31001" help:"A-line group of channel 0, as the feed handler's"`
+	GroupB       string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: A line only)"`
+	Iface        string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to join on"`
+	Mode         string        `flag:"mode" default:"blocking" help:"receive mode: blocking (no CPU while idle) or busy-poll (spins one core per line)"`
+	CPU          int           `flag:"cpu" default:"-1" help:"pin busy-poll receive threads to this CPU (-1: no pinning)"`
+	RcvBuf       int           `flag:"rcvbuf" default:"0" help:"socket receive buffer to request in bytes (0: as large as allowed)"`
+	RingSlots    int           `flag:"ring-slots" default:"8192" help:"receive ring slots per line (power of two)"`
+	MaxDatagram  int           `flag:"max-datagram" default:"1472" help:"largest datagram in bytes, as the feed handler's"`
+	Format       string        `flag:"format" default:"auto" help:"output: auto (summary on a terminal, else none), summary (live one-screen view), text or json (one line per message), none"`
+	Verify       bool          `flag:"verify" help:"check every message against the synthetic feed made with --seed, --instruments and --channels"`
+	Seed         uint64        `flag:"seed" default:"1" help:"synthetic feed seed, for --verify"`
+	Instruments  int           `flag:"instruments" default:"100" help:"synthetic instruments, for --verify"`
+	Expect       uint64        `flag:"expect" default:"0" help:"exit once this many messages arrived; fewer at exit is a failure (0: no expectation)"`
+	IdleTimeout  time.Duration `flag:"idle-timeout" default:"5s" help:"exit after this long without a packet"`
+	LogFormat    string        `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
+	LogLevel     string        `flag:"log-level" default:"info" help:"debug, info, warn or error"`
+}
+
+// App is one subscriber run.
+type App struct {
+	s      Settings
+	log    zerolog.Logger
+	out    io.Writer
+	sub    *tickcast.Subscriber
+	notify chan struct{}
+	h      *handler
+}
+
+// New validates the settings and joins the groups. Its errors are
+// *cliconf.Error for bad settings.
+func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
+	group, err := tickcast.ParseGroup(s.Group)
+	if err != nil {
+		return nil, cliconf.Invalid("group", "%v", err)
+	}
+	var groupB netip.AddrPort
+	if s.GroupB != "" {
+		if groupB, err = tickcast.ParseGroup(s.GroupB); err != nil {
+			return nil, cliconf.Invalid("group-b", "%v", err)
+		}
+	}
+	iface, err := netip.ParseAddr(s.Iface)
+	if err != nil || !iface.Is4() {
+		return nil, cliconf.Invalid("iface", "%q is not an IPv4 address", s.Iface)
+	}
+	var mode udp.Mode
+	switch s.Mode {
+	case "blocking":
+		mode = udp.Blocking
+	case "busy-poll":
+		mode = udp.BusyPoll
+	default:
+		return nil, cliconf.Invalid("mode", "%q: want blocking or busy-poll", s.Mode)
+	}
+	switch s.Format {
+	case "auto":
+		s.Format = "none"
+		if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			s.Format = "summary"
+		}
+	case "summary", "text", "json", "none":
+	default:
+		return nil, cliconf.Invalid("format", "%q: want auto, summary, text, json or none", s.Format)
+	}
+	if s.Channels < 1 || s.Channels > 1296 {
+		return nil, cliconf.Invalid("channels", "%d: want 1..1296", s.Channels)
+	}
+	if s.IdleTimeout <= 0 {
+		return nil, cliconf.Invalid("idle-timeout", "%v: must be positive", s.IdleTimeout)
+	}
+	var join []int
+	for _, c := range s.JoinChannels {
+		ch, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || ch < 0 || ch >= s.Channels {
+			return nil, cliconf.Invalid("join-channels", "%q: want channel numbers 0..%d", c, s.Channels-1)
+		}
+		join = append(join, ch)
+	}
+	if len(s.Symbols) > 0 {
+		chs, err := tickcast.ChannelsOf(s.Symbols, s.Channels)
+		if err != nil {
+			return nil, cliconf.Invalid("symbols", "%v", err)
+		}
+		join = append(join, chs...)
+	}
+	a := &App{s: s, log: log, out: out, notify: make(chan struct{}, 1)}
+	a.h = &handler{app: a, w: bufio.NewWriterSize(out, 64<<10)}
+	if s.Verify {
+		v, err := verify.New(feed.SyntheticConfig{Seed: s.Seed, Instruments: s.Instruments, Channels: s.Channels})
+		if err != nil {
+			return nil, cliconf.Invalid("instruments", "%v", err)
+		}
+		a.h.v = v
+	}
+	udpc := tickcast.UDPConfig{Interface: iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
+		RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU}
+	a.sub, err = tickcast.NewSubscriber(tickcast.SubscriberConfig{
+		Channels: s.Channels, Join: join, GroupA: group, GroupB: groupB,
+		NewReceiver: tickcast.UDPReceivers(udpc),
+	})
+	if err != nil {
+		return nil, err
+	}
+	st := a.sub.ReceiverStats(0, tickcast.LineA)
+	log.Info().Ints("channels", a.sub.Channels()).Str("group", s.Group).Str("group_b", s.GroupB).
+		Str("mode", s.Mode).Int("rcvbuf_granted", st.RcvBuf).Bool("verify", s.Verify).Msg("subscribed")
+	return a, nil
+}
+
+// Summary is the line printed at exit.
+type Summary struct {
+	Role             string  `json:"role"`
+	Channels         []int   `json:"channels"`
+	Received         uint64  `json:"received"`
+	Expected         uint64  `json:"expected,omitempty"`
+	Packets          uint64  `json:"packets"`
+	Gaps             uint64  `json:"gaps"`
+	Missing          uint64  `json:"missing"`
+	Duplicates       uint64  `json:"duplicates"`
+	DupPackets       uint64  `json:"duplicate_packets"`
+	Foreign          uint64  `json:"foreign"`
+	Malformed        uint64  `json:"malformed"`
+	KernelDrops      uint64  `json:"kernel_drops"`
+	RingFull         uint64  `json:"ring_full"`
+	Sessions         uint64  `json:"sessions"`
+	SessionsEnded    uint64  `json:"sessions_ended"`
+	SessionsAbrupt   uint64  `json:"sessions_abrupt"`
+	WinsA            uint64  `json:"wins_a"`
+	WinsB            uint64  `json:"wins_b"`
+	Verify           bool    `json:"verify"`
+	VerifyOK         bool    `json:"verify_ok"`
+	VerifyErrors     uint64  `json:"verify_errors"`
+	FirstVerifyError string  `json:"first_verify_error,omitempty"`
+	MallocsPerMsg    float64 `json:"mallocs_per_msg"`
+	ElapsedS         float64 `json:"elapsed_s"`
+	MsgsPerS         float64 `json:"msgs_per_s"`
+	RcvBuf           int     `json:"rcvbuf"`
+	ExitReason       string  `json:"exit_reason"`
+	OK               bool    `json:"ok"`
+}
+
+// Run receives until every joined channel ended its session, --expect
+// messages arrived, the idle timeout passed or ctx is done; then it prints
+// the summary and returns the exit status: 0 when nothing was missing, the
+// expectation (if any) was met and verification (if asked) passed; 1
+// otherwise.
+func (a *App) Run(ctx context.Context) int {
+	defer a.sub.Close()
+	h := a.h
+	allocs := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(allocs)
+	allocs0 := allocs[0].Value.Uint64()
+	start := time.Now()
+	lastPackets, lastActivity, lastScreen := uint64(0), start, start
+	reason := ""
+	polls := 0
+	stop := func() bool {
+		polls++
+		if a.s.Expect > 0 && h.received >= a.s.Expect {
+			reason = "expect"
+			return true
+		}
+		if a.sub.AllEnded() {
+			reason = "end-of-session"
+			return true
+		}
+		if polls&15 != 0 && h.received > 0 {
+			return false
+		}
+		now := time.Now()
+		if p := a.sub.Stats().Packets; p != lastPackets {
+			lastPackets, lastActivity = p, now
+		} else if now.Sub(lastActivity) >= a.s.IdleTimeout {
+			reason = "idle-timeout"
+			return true
+		}
+		if a.s.Format == "summary" && now.Sub(lastScreen) >= 500*time.Millisecond {
+			lastScreen = now
+			a.screen(now.Sub(start))
+		}
+		return false
+	}
+	err := a.sub.Run(ctx, h, stop)
+	if err != nil && reason == "" {
+		reason = "signal"
+	}
+	elapsed := time.Since(start)
+	h.w.Flush()
+	metrics.Read(allocs)
+	st := a.sub.Stats()
+	sum := Summary{
+		Role: "subscriber", Channels: a.sub.Channels(), Received: h.received, Expected: a.s.Expect,
+		Packets: st.Packets, Gaps: st.Gaps, Missing: st.Missing, Duplicates: st.DupMessages, DupPackets: st.DupPackets,
+		Foreign: st.Foreign, Malformed: st.Malformed, KernelDrops: st.KernelDrops, RingFull: st.RingFull,
+		Sessions: st.Sessions, SessionsEnded: st.Ended, SessionsAbrupt: st.Abrupt, WinsA: st.WinsA, WinsB: st.WinsB,
+		Verify: a.s.Verify, VerifyOK: a.s.Verify && h.verifyErrs == 0 && h.received > 0, VerifyErrors: h.verifyErrs,
+		ElapsedS: elapsed.Seconds(), MsgsPerS: float64(h.received) / elapsed.Seconds(),
+		RcvBuf: a.sub.ReceiverStats(0, tickcast.LineA).RcvBuf, ExitReason: reason,
+	}
+	if h.firstVerifyErr != nil {
+		sum.FirstVerifyError = h.firstVerifyErr.Error()
+	}
+	if h.received > 0 {
+		sum.MallocsPerMsg = float64(allocs[0].Value.Uint64()-allocs0) / float64(h.received)
+	}
+	sum.OK = st.Missing == 0 && h.received > 0 &&
+		(a.s.Expect == 0 || h.received == a.s.Expect) && (!a.s.Verify || sum.VerifyOK)
+	if a.s.Format == "summary" {
+		a.screen(elapsed)
+	}
+	b, _ := json.Marshal(sum)
+	fmt.Fprintln(a.out, string(b))
+	ev := a.log.Info()
+	if !sum.OK {
+		ev = a.log.Error()
+	}
+	ev.Uint64("received", sum.Received).Uint64("missing", sum.Missing).Uint64("kernel_drops", sum.KernelDrops).
+		Bool("verify_ok", sum.VerifyOK).Str("exit_reason", reason).Msg("subscriber done")
+	if sum.OK {
+		return 0
+	}
+	return 1
+}
+
+// screen redraws the live one-screen summary.
+func (a *App) screen(elapsed time.Duration) {
+	st := a.sub.Stats()
+	w := a.h.w
+	fmt.Fprintf(w, "\x1b[H\x1b[2J")
+	fmt.Fprintf(w, "tickcast subscriber   %s   channels %v   %s\n\n", elapsed.Truncate(time.Second), a.sub.Channels(), a.s.Mode)
+	fmt.Fprintf(w, "  messages     %12d   %10.0f msg/s\n", a.h.received, float64(a.h.received)/elapsed.Seconds())
+	fmt.Fprintf(w, "  packets      %12d   A wins %d  B wins %d\n", st.Packets, st.WinsA, st.WinsB)
+	fmt.Fprintf(w, "  gaps         %12d   missing %d\n", st.Gaps, st.Missing)
+	fmt.Fprintf(w, "  duplicates   %12d   foreign %d  malformed %d\n", st.DupMessages, st.Foreign, st.Malformed)
+	fmt.Fprintf(w, "  kernel drops %12d   ring full %d\n", st.KernelDrops, st.RingFull)
+	fmt.Fprintf(w, "  sessions     %12d   ended %d  abrupt %d\n", st.Sessions, st.Ended, st.Abrupt)
+	if a.s.Verify {
+		fmt.Fprintf(w, "  verify errors %11d\n", a.h.verifyErrs)
+	}
+	w.Flush()
+}
+
+// handler receives messages on the Run goroutine.
+type handler struct {
+	app            *App
+	v              *verify.Verifier
+	w              *bufio.Writer
+	received       uint64
+	verifyErrs     uint64
+	firstVerifyErr error
+	gapLogs        int
+	m              feed.Msg
+	line           []byte
+}
+
+func (h *handler) Message(ch int, seq uint64, msg []byte, recvNs int64) {
+	h.received++
+	if h.v != nil {
+		if err := h.v.Check(ch, seq, msg); err != nil {
+			h.verifyErrs++
+			if h.firstVerifyErr == nil {
+				h.firstVerifyErr = err
+				h.app.log.Error().Err(err).Int("channel", ch).Uint64("seq", seq).Msg("verification failed")
+			}
+		}
+	}
+	switch h.app.s.Format {
+	case "text", "json":
+		h.print(ch, seq, msg, recvNs)
+	}
+}
+
+func (h *handler) print(ch int, seq uint64, msg []byte, recvNs int64) {
+	if err := h.m.Decode(msg); err != nil {
+		fmt.Fprintf(h.w, "channel %d seq %d: %v\n", ch, seq, err)
+		return
+	}
+	m := &h.m
+	b := h.line[:0]
+	if h.app.s.Format == "json" {
+		b = fmt.Appendf(b, `{"channel":%d,"seq":%d,"type":%q,"instrument":%d,"inst_seq":%d,"exchange_ns":%d,"send_ns":%d,"recv_ns":%d`,
+			ch, seq, m.Type.String(), m.Instrument, m.InstSeq, m.ExchangeNs, m.SendNs, recvNs)
+	} else {
+		b = fmt.Appendf(b, "ch=%d seq=%d %s inst=%d iseq=%d", ch, seq, m.Type, m.Instrument, m.InstSeq)
+	}
+	js := h.app.s.Format == "json"
+	field := func(k string, v any) {
+		if js {
+			b = fmt.Appendf(b, `,%q:%v`, k, v)
+		} else {
+			b = fmt.Appendf(b, " %s=%v", k, v)
+		}
+	}
+	switch m.Type {
+	case feed.TypeDefinition:
+		if js {
+			b = fmt.Appendf(b, `,"symbol":%q`, m.Def.Symbol.String())
+		} else {
+			field("symbol", m.Def.Symbol.String())
+		}
+		field("price_scale", m.Def.PriceScale)
+		field("round_lot", m.Def.RoundLot)
+	case feed.TypeQuote:
+		field("bid_px", m.Quote.BidPx)
+		field("bid_size", m.Quote.BidSize)
+		field("ask_px", m.Quote.AskPx)
+		field("ask_size", m.Quote.AskSize)
+	case feed.TypeTrade:
+		field("px", m.Trade.Px)
+		field("size", m.Trade.Size)
+		field("match_id", m.Trade.MatchID)
+		field("aggressor", int(m.Trade.Aggressor))
+	}
+	if js {
+		b = append(b, '}')
+	}
+	b = append(b, '\n')
+	h.w.Write(b)
+	h.line = b
+}
+
+func (h *handler) Event(ev *tickcast.Event) {
+	log := h.app.log
+	switch ev.Kind {
+	case tickcast.EventGap:
+		// A loss storm must not flood the log: the first 20 gaps are logged,
+		// then one in a thousand; the summary counts them all.
+		h.gapLogs++
+		if h.gapLogs <= 20 || h.gapLogs%1000 == 0 {
+			log.Warn().Int("channel", ev.Channel).Str("line", ev.Line.String()).Str("session", ev.Session.String()).
+				Uint64("from", ev.Gap.From).Uint64("to", ev.Gap.To).Uint64("missing", ev.Gap.Len()).Int("gap_events", h.gapLogs).Msg("gap")
+		}
+	case tickcast.EventSessionStart:
+		log.Info().Int("channel", ev.Channel).Str("line", ev.Line.String()).Str("session", ev.Session.String()).Msg("session start")
+	case tickcast.EventSessionEnd:
+		log.Info().Int("channel", ev.Channel).Str("line", ev.Line.String()).Str("session", ev.Session.String()).Uint64("last_seq", ev.LastSeq).Msg("end of session")
+	case tickcast.EventSessionAbrupt:
+		log.Warn().Int("channel", ev.Channel).Str("session", ev.Session.String()).Uint64("last_seq", ev.LastSeq).Msg("session replaced without end of session")
+	case tickcast.EventForeign:
+		log.Debug().Int("channel", ev.Channel).Str("line", ev.Line.String()).Str("session", ev.Session.String()).Msg("foreign packet dropped")
+	case tickcast.EventMalformed:
+		log.Debug().Int("channel", ev.Channel).Str("line", ev.Line.String()).Err(ev.Err).Msg("malformed packet dropped")
+	}
+}
