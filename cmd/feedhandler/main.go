@@ -193,7 +193,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		"role": "feedhandler", "messages": st.Messages, "packets": st.Packets, "heartbeats": st.Heartbeats,
 		"elapsed_s": elapsed.Seconds(), "msgs_per_s": float64(st.Messages) / elapsed.Seconds(),
 		"msgs_per_packet": float64(st.Messages) / max(1, float64(st.Packets)),
-		"flush_drain": st.FlushDrain, "flush_full": st.FlushFull, "flush_deadline": st.FlushDeadline,
+		"flush_drain":     st.FlushDrain, "flush_full": st.FlushFull, "flush_deadline": st.FlushDeadline,
 		"unknown_instrument": st.UnknownInstrument, "interrupted": ctx.Err() != nil,
 	}
 	level := zerolog.InfoLevel
