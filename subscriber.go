@@ -24,12 +24,10 @@ type SubscriberConfig struct {
 	// GroupA and GroupB are channel 0's A and B line groups, as the
 	// publisher's; GroupB's zero value means no B line.
 	GroupA, GroupB netip.AddrPort
-	// NewReceiver opens the transport for one group. Required.
-	NewReceiver func(group netip.AddrPort) (ud.Receiver, error)
-	// Notify, if set, is the channel the receivers signal when data arrives;
-	// Run waits on it when Poll finds nothing. Receivers created by
-	// NewReceiver should be given it.
-	Notify <-chan struct{}
+	// NewReceiver opens the transport for one group. The receiver must
+	// signal n whenever it publishes datagrams: Run sleeps on n when every
+	// ring is empty. Required.
+	NewReceiver func(group netip.AddrPort, n *ud.Notifier) (ud.Receiver, error)
 }
 
 func (c *SubscriberConfig) validate() error {
@@ -128,10 +126,11 @@ type SubscriberStats struct {
 // Subscriber receives channels of a tickcast feed and releases their
 // messages in order. Poll and Run are called from one goroutine.
 type Subscriber struct {
-	cfg   SubscriberConfig
-	chans []*subChannel
-	stats SubscriberStats
-	ev    Event // scratch, so events do not escape per call
+	cfg    SubscriberConfig
+	notify *ud.Notifier
+	chans  []*subChannel
+	stats  SubscriberStats
+	ev     Event // scratch, so events do not escape per call
 }
 
 type subChannel struct {
@@ -172,7 +171,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 			join = append(join, ch)
 		}
 	}
-	s := &Subscriber{cfg: cfg}
+	s := &Subscriber{cfg: cfg, notify: ud.NewNotifier()}
 	for _, ch := range join {
 		sc := &subChannel{idx: ch}
 		s.chans = append(s.chans, sc)
@@ -182,7 +181,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 		}
 		for li, base := range bases {
 			g, _ := ChannelGroup(base, ch)
-			r, err := cfg.NewReceiver(g)
+			r, err := cfg.NewReceiver(g, s.notify)
 			if err != nil {
 				s.Close()
 				return nil, fmt.Errorf("tickcast: channel %d line %s: join %s: %w", ch, Line(li), g, err)
@@ -359,41 +358,25 @@ func (s *Subscriber) older(sc *subChannel, session mold.Session) bool {
 	return string(session[2:]) < string(cur[2:])
 }
 
-// Run polls until ctx is done, waiting on the receivers' notification when
-// there is nothing to do. stop, if not nil, is checked after each poll and
-// ends Run when it returns true.
+// Run polls until ctx is done or stop (if not nil), checked after each
+// poll, returns true. When every ring is empty it sleeps until a receiver
+// signals new data; the wakeup costs a scheduler round trip (microseconds),
+// the price of not spinning. Programs that want the lowest latency call Poll
+// in their own spinning loop instead.
 func (s *Subscriber) Run(ctx context.Context, h Handler, stop func() bool) error {
 	done := ctx.Done()
-	var timer *time.Timer
+	poll := func() int { return s.Poll(h, 4096) }
 	for {
-		n := s.Poll(h, 4096)
+		n := poll()
 		if stop != nil && stop() {
 			return nil
 		}
 		if n > 0 {
 			continue
 		}
-		select {
-		case <-done:
+		// The timeout only bounds how late stop is checked on an idle feed.
+		if !s.notify.Wait(50*time.Millisecond, done, poll) {
 			return ctx.Err()
-		default:
-		}
-		if s.cfg.Notify != nil {
-			if timer == nil {
-				timer = time.NewTimer(100 * time.Millisecond)
-			} else {
-				timer.Reset(100 * time.Millisecond)
-			}
-			select {
-			case <-s.cfg.Notify:
-			case <-done:
-				return ctx.Err()
-			case <-timer.C:
-			}
-			continue
-		}
-		if len(s.chans) > 0 {
-			s.chans[0].lines[0].Wait(time.Millisecond)
 		}
 	}
 }

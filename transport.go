@@ -29,7 +29,7 @@ type UDPConfig struct {
 	CPU int
 }
 
-func (c UDPConfig) line(group netip.AddrPort) udp.Config {
+func (c UDPConfig) line(group netip.AddrPort, n *ud.Notifier) udp.Config {
 	return udp.Config{
 		Group:       group.Addr(),
 		Port:        int(group.Port()),
@@ -41,6 +41,7 @@ func (c UDPConfig) line(group netip.AddrPort) udp.Config {
 		Batch:       c.Batch,
 		Mode:        c.Mode,
 		CPU:         c.CPU,
+		Notifier:    n,
 	}
 }
 
@@ -48,7 +49,7 @@ func (c UDPConfig) line(group netip.AddrPort) udp.Config {
 // senders.
 func UDPSenders(c UDPConfig) func(netip.AddrPort) (ud.Sender, error) {
 	return func(g netip.AddrPort) (ud.Sender, error) {
-		s, err := udp.NewSender(c.line(g))
+		s, err := udp.NewSender(c.line(g, nil))
 		if err != nil {
 			return nil, fmt.Errorf("udp sender %s: %w", g, err)
 		}
@@ -58,9 +59,9 @@ func UDPSenders(c UDPConfig) func(netip.AddrPort) (ud.Sender, error) {
 
 // UDPReceivers returns a SubscriberConfig.NewReceiver that opens UDP
 // multicast receivers.
-func UDPReceivers(c UDPConfig) func(netip.AddrPort) (ud.Receiver, error) {
-	return func(g netip.AddrPort) (ud.Receiver, error) {
-		r, err := udp.NewReceiver(c.line(g))
+func UDPReceivers(c UDPConfig) func(netip.AddrPort, *ud.Notifier) (ud.Receiver, error) {
+	return func(g netip.AddrPort, n *ud.Notifier) (ud.Receiver, error) {
+		r, err := udp.NewReceiver(c.line(g, n))
 		if err != nil {
 			return nil, fmt.Errorf("udp receiver %s: %w", g, err)
 		}

@@ -65,6 +65,7 @@ type Ring struct {
 	mask      uint64
 	size      uint64
 	dataReady chan struct{} // producer → consumer wakeup, capacity 1
+	notifier  *Notifier     // optional shared wakeup (SetNotifier)
 	freeReady chan struct{} // consumer → producer wakeup, capacity 1
 	consTimer *time.Timer   // used only by the consumer (Wait)
 	prodTimer *time.Timer   // used only by the producer (WaitFree)
@@ -168,6 +169,9 @@ func (r *Ring) Publish(n int) {
 		panic(fmt.Sprintf("ud: Ring.Publish(%d) with only %d free slots", n, r.Free()))
 	}
 	r.tail.Store(t + uint64(n))
+	if r.notifier != nil {
+		r.notifier.signal()
+	}
 	if r.consWaiting.Load() {
 		select {
 		case r.dataReady <- struct{}{}:

@@ -18,6 +18,11 @@
 // follows happens in the kernel (or NIC) queue, is counted there and reported in
 // RecvStats.KernelDrops, and reaches the consumer as a sequence gap like any
 // other. The ring never drops silently.
+//
+// Ring is the single-producer single-consumer slot ring that receivers embed:
+// the receive loop fills and publishes slots in batches, the consumer peeks
+// and releases them in order, and each side can block until the other moves
+// without allocating.
 package ud
 
 import (
@@ -69,8 +74,11 @@ type Receiver interface {
 	// Release hands the n oldest lent slots back to the receive loop.
 	Release(n int)
 	// Wait blocks until at least one datagram is waiting, the timeout passes,
-	// or the receiver is closed (ErrClosed). It is for consumers that do not
-	// spin; its resolution is the Go scheduler's (about a millisecond).
+	// or the receiver is closed. It returns nil in the first two cases (the
+	// consumer checks with Peek) and ErrClosed once the receiver is closed
+	// and no datagram is waiting: datagrams received before Close can still
+	// be drained. It is for consumers that do not spin; its resolution is the
+	// Go scheduler's (about a millisecond).
 	Wait(timeout time.Duration) error
 	// Stats returns cumulative counters.
 	Stats() RecvStats

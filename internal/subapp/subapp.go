@@ -52,12 +52,11 @@ type Settings struct {
 
 // App is one subscriber run.
 type App struct {
-	s      Settings
-	log    zerolog.Logger
-	out    io.Writer
-	sub    *tickcast.Subscriber
-	notify chan struct{}
-	h      *handler
+	s   Settings
+	log zerolog.Logger
+	out io.Writer
+	sub *tickcast.Subscriber
+	h   *handler
 }
 
 // New validates the settings and joins the groups. Its errors are
@@ -117,7 +116,7 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		}
 		join = append(join, chs...)
 	}
-	a := &App{s: s, log: log, out: out, notify: make(chan struct{}, 1)}
+	a := &App{s: s, log: log, out: out}
 	a.h = &handler{app: a, w: bufio.NewWriterSize(out, 64<<10)}
 	if s.Verify {
 		v, err := verify.New(feed.SyntheticConfig{Seed: s.Seed, Instruments: s.Instruments, Channels: s.Channels})

@@ -35,12 +35,18 @@ func (m Mode) String() string {
 	return "Mode(" + strconv.Itoa(int(m)) + ")"
 }
 
-// Defaults applied by Config fields left at their zero value.
+// Defaults applied to Config fields left at their zero value, and limits.
 const (
-	DefaultBatch       = 32
-	DefaultRingSlots   = 4096
-	DefaultMaxDatagram = 1472     // 1500-byte MTU − 20 (IPv4) − 8 (UDP)
-	DefaultRcvBuf      = 32 << 20 // requested when Config.RcvBuf is 0, see Config.RcvBuf
+	// DefaultBatch is the default Config.Batch: datagrams per system call.
+	DefaultBatch = 32
+	// DefaultRingSlots is the default Config.RingSlots.
+	DefaultRingSlots = 4096
+	// DefaultMaxDatagram is the default Config.MaxDatagram: a 1500-byte
+	// Ethernet MTU less the IPv4 (20) and UDP (8) headers.
+	DefaultMaxDatagram = 1472
+	// DefaultRcvBuf is the receive buffer requested when Config.RcvBuf is
+	// 0 and net.core.rmem_max is smaller (see Config.RcvBuf).
+	DefaultRcvBuf = 32 << 20
 	// MaxDatagramLimit is the largest UDP payload IPv4 can carry.
 	MaxDatagramLimit = 65507
 	// MaxBatch is the kernel's limit on messages per sendmmsg/recvmmsg
@@ -96,6 +102,9 @@ type Config struct {
 	// Mode is how the receive loop waits: Blocking (the default) or
 	// BusyPoll.
 	Mode Mode
+	// Notifier, if set, is signalled after every batch a Receiver
+	// publishes, so that one consumer can wait on many receivers.
+	Notifier *ud.Notifier
 	// CPU is the CPU a BusyPoll receive thread is pinned to with
 	// sched_setaffinity, or -1 for no pinning. Ignored in Blocking mode.
 	CPU int
@@ -108,6 +117,7 @@ type ConfigError struct {
 	Reason string // what is wrong with it
 }
 
+// Error returns "udp: invalid Config.<Field> <value>: <reason>".
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("udp: invalid Config.%s %v: %s", e.Field, e.Value, e.Reason)
 }

@@ -19,6 +19,7 @@ type OpError struct {
 	Err       error      // the underlying error, often a syscall.Errno
 }
 
+// Error returns "udp <op> <group>:<port> on <interface>: <cause>".
 func (e *OpError) Error() string {
 	return "udp " + e.Op + " " + netip.AddrPortFrom(e.Group, uint16(e.Port)).String() +
 		" on " + e.Interface.String() + ": " + e.Err.Error()

@@ -87,6 +87,9 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 	if err != nil {
 		return nil, &ConfigError{Field: "RingSlots", Value: c.RingSlots, Reason: err.Error()}
 	}
+	if c.Notifier != nil {
+		ring.SetNotifier(c.Notifier)
+	}
 	fd, err := newSocket(&c, c.Mode == BusyPoll)
 	if err != nil {
 		return nil, err
@@ -252,8 +255,9 @@ func (r *Receiver) run(started chan<- error) {
 	}
 }
 
-// deliver publishes the got datagrams recvmmsg placed in slots start... It
-// reads the drop counter, stamps the batch, and drops truncated datagrams.
+// deliver publishes the got datagrams recvmmsg placed in slots start to
+// start+got-1. It reads the drop counter, stamps the batch, and drops
+// truncated datagrams.
 // Counters are updated before Publish, so a consumer that has seen a datagram
 // also sees the counters that include it.
 func (r *Receiver) deliver(start, got int) {
@@ -262,7 +266,7 @@ func (r *Receiver) deliver(start, got int) {
 	var nbytes, trunc uint64
 	for k := start; k < start+got; k++ {
 		h := &r.hdrs[k]
-		_ = h
+		r.readDrops(k, int(h.Hdr.Controllen))
 		if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
 			trunc++
 			continue

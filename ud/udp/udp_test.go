@@ -660,3 +660,26 @@ func TestSendZeroAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per Send, want 0", allocs)
 	}
 }
+
+func TestBusyPollPinning(t *testing.T) {
+	cfg := testConfig(newGroup(), freePort(t), BusyPoll)
+	cfg.CPU = 0 // every machine has CPU 0
+	r := newReceiver(t, cfg)
+	s := newSender(t, cfg)
+	if err := s.Send([][]byte{[]byte("pinned")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, r, 1, 5*time.Second); string(got[0]) != "pinned" {
+		t.Fatalf("got %q", got[0])
+	}
+	r.Close()
+
+	// A CPU the machine does not have: sched_setaffinity fails and
+	// NewReceiver reports it.
+	cfg.CPU = cpuSetSize - 1
+	_, err := NewReceiver(cfg)
+	var op *OpError
+	if !errors.As(err, &op) || !strings.Contains(op.Op, "sched_setaffinity") {
+		t.Fatalf("NewReceiver pinned to CPU %d: %v, want a sched_setaffinity *OpError", cfg.CPU, err)
+	}
+}

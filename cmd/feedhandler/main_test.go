@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// TestBadSettingsExit2 checks that every kind of bad setting exits 2 with a
+// message naming the setting, before anything is sent.
+func TestBadSettingsExit2(t *testing.T) {
+	dir := t.TempDir()
+	badYAML := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(badYAML, []byte("channels: 4\nrate: fast\n"), 0o644)
+	unknownKey := filepath.Join(dir, "unknown.yaml")
+	os.WriteFile(unknownKey, []byte("chanels: 4\n"), 0o644)
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--rate", "abc"}, nil, "rate"},
+		{[]string{"--rate", "-5"}, nil, "rate"},
+		{[]string{"--channels", "0"}, nil, "channels"},
+		{[]string{"--instruments", "0"}, nil, "instruments"},
+		{[]string{"--source", "itch-magic"}, nil, "source"},
+		{[]string{"--group", "10.1.2.3:5000"}, nil, "group"},
+		{[]string{"--group", "239.1.1.1"}, nil, "group"},
+		{[]string{"--group-b", "nonsense"}, nil, "group-b"},
+		{[]string{"--iface", "lo"}, nil, "iface"},
+		{[]string{"--ttl", "300"}, nil, "ttl"},
+		{[]string{"--max-datagram", "50"}, nil, "max-datagram"},
+		{[]string{"--max-delay", "0s"}, nil, "max-delay"},
+		{[]string{"--heartbeat", "soon"}, nil, "heartbeat"},
+		{[]string{"--log-format", "xml"}, nil, "log-format"},
+		{[]string{"--demo", "--count", "0"}, nil, "count"},
+		{[]string{"--no-such-flag"}, nil, "no-such-flag"},
+		{[]string{"stray"}, nil, "stray"},
+		{nil, map[string]string{"TICKCAST_CHANNELS": "many"}, "TICKCAST_CHANNELS"},
+		{[]string{"--config", badYAML}, nil, "rate"},
+		{[]string{"--config", unknownKey}, nil, "chanels"},
+		{[]string{"--config", filepath.Join(dir, "missing.yaml")}, nil, "missing.yaml"},
+	}
+	for _, c := range cases {
+		var out, errb bytes.Buffer
+		code := run(c.args, env(c.env), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v %v: exit %d, stderr %q; want exit 2 naming %q", c.args, c.env, code, errb.String(), c.want)
+		}
+	}
+}
+
+func TestHelpTellsTheTruth(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"--help"}, env(nil), &out, &errb); code != 0 {
+		t.Fatalf("--help exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"--source", "--count", "--rate", "--instruments", "--seed", "--channels",
+		"--group", "--group-b", "--iface", "--max-datagram", "--demo", "TICKCAST_RATE", "overrides an environment variable"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help does not mention %s", want)
+		}
+	}
+}
