@@ -294,7 +294,7 @@ const RequestLen = HeaderLen
 
 // Append appends the encoded request to b.
 func (r Request) Append(b []byte) []byte {
-	return Header{Session: r.Session, Seq: r.Seq, Count: r.Count}.Append(b)
+	return Header(r).Append(b)
 }
 
 // Sentinel errors of ParseRequest.
@@ -322,7 +322,7 @@ func ParseRequest(b []byte) (Request, error) {
 		return Request{}, &RequestError{Err: ErrRequestLen, Detail: fmt.Sprintf("got %d bytes", len(b))}
 	}
 	h, _ := DecodeHeader(b)
-	r := Request{Session: h.Session, Seq: h.Seq, Count: h.Count}
+	r := Request(h)
 	if r.Seq == 0 {
 		return r, &RequestError{Err: ErrRequestSeq, Detail: "session " + r.Session.String()}
 	}

@@ -85,7 +85,7 @@ func TestVectors(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkHeader(t, v, Header{Session: r.Session, Seq: r.Seq, Count: r.Count})
+				checkHeader(t, v, Header(r))
 				if !bytes.Equal(r.Append(nil), b) {
 					t.Fatal("request does not re-encode identically")
 				}
