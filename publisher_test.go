@@ -1,0 +1,191 @@
+package tickcast
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/ud"
+	"github.com/tickcast/tickcast/ud/udp"
+)
+
+// pubHarness is a one-channel publisher whose packets a real UDP receiver
+// on the same group reads back.
+type pubHarness struct {
+	t   *testing.T
+	pub *Publisher
+	rx  *udp.Receiver
+	syn *feed.Synthetic
+}
+
+func newPubHarness(t *testing.T, cfg PublisherConfig) *pubHarness {
+	t.Helper()
+	ga, _ := testGroups(t)
+	rx, err := udp.NewReceiver(udp.Config{Group: ga.Addr(), Port: int(ga.Port()), MaxDatagram: 9000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rx.Close() })
+	cfg.Channels, cfg.GroupA = 1, ga
+	cfg.NewSender = UDPSenders(UDPConfig{MaxDatagram: 9000})
+	pub, err := NewPublisher(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syn, _ := feed.NewSynthetic(feed.SyntheticConfig{Seed: 1, Instruments: 3, Channels: 1})
+	return &pubHarness{t: t, pub: pub, rx: rx, syn: syn}
+}
+
+func (h *pubHarness) publish(n int, nowNs int64) {
+	h.t.Helper()
+	var m feed.Msg
+	for i := 0; i < n; i++ {
+		h.syn.Next(&m)
+		if err := h.pub.Publish(&m, nowNs); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+// packets returns the datagrams received within a short wait.
+func (h *pubHarness) packets(want int) []mold.Packet {
+	h.t.Helper()
+	var out []mold.Packet
+	deadline := time.Now().Add(2 * time.Second)
+	for len(out) < want && time.Now().Before(deadline) {
+		s := h.rx.Peek(0)
+		if s == nil {
+			h.rx.Wait(10 * time.Millisecond)
+			continue
+		}
+		p, err := mold.Parse(append([]byte{}, s.Data()...))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, p)
+		h.rx.Release(1)
+	}
+	if len(out) != want {
+		h.t.Fatalf("received %d packets, want %d", len(out), want)
+	}
+	// Nothing more may come.
+	h.rx.Wait(20 * time.Millisecond)
+	if h.rx.Peek(0) != nil {
+		h.t.Fatalf("more than %d packets sent", want)
+	}
+	return out
+}
+
+func TestPublisherMaxDelayAndHeartbeat(t *testing.T) {
+	h := newPubHarness(t, PublisherConfig{MaxDelay: time.Millisecond, Heartbeat: 50 * time.Millisecond})
+	t0 := time.Now().UnixNano()
+	h.publish(3, t0)
+	if err := h.pub.Poll(t0 + int64(time.Millisecond) - 1); err != nil {
+		t.Fatal(err)
+	}
+	h.packets(0) // before the deadline: nothing
+	before := time.Now().UnixNano()
+	h.pub.Poll(t0 + int64(time.Millisecond))
+	p := h.packets(1)[0]
+	if p.Seq != 1 || p.Messages() != 3 || h.pub.Stats().FlushDeadline != 1 {
+		t.Fatalf("deadline flush: seq %d count %d stats %+v", p.Seq, p.Messages(), h.pub.Stats())
+	}
+	// Every message carries the same send timestamp, taken at the flush,
+	// and its per-instrument sequence.
+	it := p.Iter()
+	var m feed.Msg
+	for raw, _, ok := it.Next(); ok; raw, _, ok = it.Next() {
+		m.Decode(raw)
+		if m.SendNs < before || m.SendNs > time.Now().UnixNano() || m.InstSeq != 1 {
+			t.Fatalf("send_ns %d (flush after %d), inst_seq %d", m.SendNs, before, m.InstSeq)
+		}
+	}
+	// Heartbeat after the idle interval, carrying the next sequence.
+	flushed := t0 + int64(time.Millisecond)
+	h.pub.Poll(flushed + int64(50*time.Millisecond) - 1)
+	h.packets(0)
+	h.pub.Poll(flushed + int64(50*time.Millisecond))
+	hb := h.packets(1)[0]
+	if !hb.IsHeartbeat() || hb.Seq != 4 || len(hb.Bytes()) != mold.HeaderLen {
+		t.Fatalf("heartbeat %+v", hb.Header)
+	}
+	// End of session on Close, with the next sequence.
+	h.publish(2, flushed+int64(60*time.Millisecond))
+	if err := h.pub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ps := h.packets(2)
+	if ps[0].Seq != 4 || ps[0].Messages() != 2 || !ps[1].IsEndOfSession() || ps[1].Seq != 6 {
+		t.Fatalf("close sent %+v then %+v", ps[0].Header, ps[1].Header)
+	}
+}
+
+func TestPublisherFillsPacketsAndBatches(t *testing.T) {
+	const maxDG = 500
+	h := newPubHarness(t, PublisherConfig{MaxDatagram: maxDG, SendBatch: 4, MaxDelay: time.Hour})
+	now := time.Now().UnixNano()
+	// Nothing goes out until four packets are full; then all four go in one
+	// batch.
+	published := 0
+	for h.pub.Stats().Packets == 0 {
+		h.publish(1, now)
+		published++
+		if published > 100 {
+			t.Fatal("no batch sent after 100 messages")
+		}
+	}
+	if h.pub.Stats().Packets != 4 {
+		t.Fatalf("first send carried %d packets, want a batch of 4", h.pub.Stats().Packets)
+	}
+	ps := h.packets(4)
+	seq := uint64(1)
+	for _, p := range ps {
+		if len(p.Bytes()) > maxDG {
+			t.Fatalf("packet of %d bytes > %d", len(p.Bytes()), maxDG)
+		}
+		// Full: the next message (at most 70 bytes with its block header)
+		// would not have fit.
+		if len(p.Bytes())+mold.BlockHdrLen+feed.MaxLen <= maxDG {
+			t.Fatalf("packet of %d bytes closed early", len(p.Bytes()))
+		}
+		if p.Seq != seq {
+			t.Fatalf("packet seq %d, want %d", p.Seq, seq)
+		}
+		seq += uint64(p.Messages())
+	}
+	if err := h.pub.Flush(now); err != nil {
+		t.Fatal(err)
+	}
+	rest := h.packets(1)[0]
+	if rest.Seq != seq || rest.Seq+uint64(rest.Messages()) != uint64(published)+1 || rest.Messages() != 1 {
+		t.Fatalf("flush sent seq %d count %d, want the one message that did not fit (of %d)", rest.Seq, rest.Messages(), published)
+	}
+}
+
+func TestPublisherRejectsUnknownInstrument(t *testing.T) {
+	h := newPubHarness(t, PublisherConfig{})
+	m := feed.Msg{Header: feed.Header{Type: feed.TypeQuote, Instrument: 99}}
+	err := h.pub.Publish(&m, time.Now().UnixNano())
+	if !errors.Is(err, ErrUnknownInstrument) || h.pub.Stats().UnknownInstrument != 1 {
+		t.Fatalf("%v, stats %+v", err, h.pub.Stats())
+	}
+}
+
+func TestPublisherConfigErrors(t *testing.T) {
+	ga := netip.MustParseAddrPort("239.77.0.1:31001")
+	ns := func(netip.AddrPort) (ud.Sender, error) { return nil, errors.New("not reached") }
+	for _, c := range []PublisherConfig{
+		{Channels: 0, GroupA: ga, NewSender: ns},
+		{Channels: 2, GroupA: ga},
+		{Channels: 2, GroupA: netip.MustParseAddrPort("10.0.0.1:1"), NewSender: ns},
+		{Channels: 4, GroupA: ga, GroupB: netip.MustParseAddrPort("239.77.0.3:31001"), NewSender: ns},
+		{Channels: 1, GroupA: ga, NewSender: ns, MaxDatagram: 60},
+	} {
+		if _, err := NewPublisher(c); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
