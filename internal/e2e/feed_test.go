@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -109,5 +111,43 @@ func TestSubscriberIdleTimeout(t *testing.T) {
 	}
 	if time.Since(start0) < 500*time.Millisecond {
 		t.Fatalf("exited before the idle timeout")
+	}
+}
+
+// TestSubscriberJSONOutputAndSymbolJoin: --format json prints one parseable
+// line per message, and --symbols joins only the channel of that symbol.
+func TestSubscriberJSONOutputAndSymbolJoin(t *testing.T) {
+	ga, _, _ := groups(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Seed 1's first instrument is "AAAB" (see feed.Synthetic); which channel
+	// it lands on is the subscriber's business.
+	sub := start(t, ctx, subscriberBin, "--format", "json", "--symbols", "AAAB", "--group", ga, "--verify", "--idle-timeout", "3s")
+	sub.waitLog(t, `"subscribed"`, 10*time.Second)
+	fh := start(t, ctx, feedhandlerBin, "--count", "4000", "--rate", "50000", "--group", ga)
+	if code := fh.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("feedhandler exit %d", code)
+	}
+	code := sub.wait(t, 20*time.Second)
+	lines := strings.Split(strings.TrimSpace(sub.stdout.String()), "\n")
+	sum := sub.summary(t)
+	chans := sum["channels"].([]any)
+	if code != 0 || len(chans) != 1 || sum["exit_reason"] != "end-of-session" {
+		t.Fatalf("exit %d, summary %v", code, sum)
+	}
+	ch := chans[0].(float64)
+	next := 1.0
+	for _, l := range lines[:len(lines)-1] {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if m["channel"] != ch || m["seq"] != next {
+			t.Fatalf("line %q: want channel %v seq %v", l, ch, next)
+		}
+		next++
+	}
+	if uint64(next-1) != num(t, sum, "received") || next < 500 {
+		t.Fatalf("%v message lines, summary says %d received", next-1, num(t, sum, "received"))
 	}
 }
