@@ -2,6 +2,7 @@ package tickcast
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -28,6 +29,13 @@ type SubscriberConfig struct {
 	// signal n whenever it publishes datagrams: Run sleeps on n when every
 	// ring is empty. Required.
 	NewReceiver func(group netip.AddrPort, n *ud.Notifier) (ud.Receiver, error)
+	// Tracker tunes gap handling (window, gap delay, lost-after, stale);
+	// zero fields take seqgap's defaults.
+	Tracker seqgap.Config
+	// Recovery, if set, returns the recovery that fills channel ch's gaps;
+	// nil means none: gaps wait Tracker.LostAfter for late packets and are
+	// then reported lost.
+	Recovery func(ch int) seqgap.Recovery
 }
 
 func (c *SubscriberConfig) validate() error {
@@ -53,46 +61,66 @@ func (c *SubscriberConfig) validate() error {
 	return nil
 }
 
-// EventKind says what an Event reports.
+// EventKind says what an Event reports. The first kinds are seqgap's.
 type EventKind uint8
 
 // Event kinds.
 const (
 	// EventSessionStart: the first packet of a new session arrived.
-	EventSessionStart EventKind = iota + 1
-	// EventSessionEnd: the session's end-of-session packet arrived.
-	EventSessionEnd
+	EventSessionStart = EventKind(seqgap.EventSessionStart)
+	// EventSessionEnd: the session's end of session arrived; LastSeq is its
+	// last sequence.
+	EventSessionEnd = EventKind(seqgap.EventSessionEnd)
 	// EventSessionAbrupt: a new session replaced one that never sent end of
-	// session; LastSeq is the last sequence released from the old one.
-	EventSessionAbrupt
-	// EventGap: messages Gap.From..Gap.To are missing.
-	EventGap
+	// session; LastSeq is the last sequence known of the old one.
+	EventSessionAbrupt = EventKind(seqgap.EventSessionAbrupt)
+	// EventGap: Range went missing; it will be recovered or reported lost.
+	EventGap = EventKind(seqgap.EventGap)
+	// EventRequest: Range was requested from recovery.
+	EventRequest = EventKind(seqgap.EventRequest)
+	// EventLost: Range is lost for good; Reason says why.
+	EventLost = EventKind(seqgap.EventLost)
+	// EventStale: the channel received nothing, not even a heartbeat, for
+	// the tracker's StaleAfter.
+	EventStale = EventKind(seqgap.EventStale)
+	// EventFresh: packets again after EventStale.
+	EventFresh = EventKind(seqgap.EventFresh)
 	// EventForeign: a packet of another channel or of an older session
 	// arrived on this channel's group and was dropped.
-	EventForeign
+	EventForeign EventKind = 9
 	// EventMalformed: a datagram that is not a valid MoldUDP64 packet was
 	// dropped; Err says why.
-	EventMalformed
+	EventMalformed EventKind = 10
+	// EventInstrumentGap: Instrument's per-instrument sequence skipped Range:
+	// those of its messages were in a lost range (or before a late join).
+	EventInstrumentGap EventKind = 11
 )
 
-var eventNames = [...]string{"", "session-start", "session-end", "session-abrupt", "gap", "foreign", "malformed"}
-
 func (k EventKind) String() string {
-	if int(k) < len(eventNames) {
-		return eventNames[k]
+	switch k {
+	case EventForeign:
+		return "foreign"
+	case EventMalformed:
+		return "malformed"
+	case EventInstrumentGap:
+		return "instrument-gap"
 	}
-	return fmt.Sprintf("event(%d)", k)
+	return seqgap.EventKind(k).String()
 }
 
 // Event is a stream event of one channel.
 type Event struct {
 	Kind    EventKind
 	Channel int
-	Line    Line
-	Session mold.Session
-	Gap     seqgap.Range // EventGap
-	LastSeq uint64       // EventSessionAbrupt, EventSessionEnd: last sequence of the session
-	Err     error        // EventMalformed
+	// Line is the line whose packet caused the event (LineA, LineB), or
+	// seqgap.LineRecovery.
+	Line       Line
+	Session    mold.Session
+	Range      seqgap.Range      // EventGap, EventRequest, EventLost, EventInstrumentGap
+	LastSeq    uint64            // EventSessionEnd, EventSessionAbrupt
+	Reason     seqgap.LossReason // EventLost
+	Instrument uint32            // EventInstrumentGap
+	Err        error             // EventMalformed
 }
 
 // Handler receives a subscriber's messages, in sequence order per channel,
@@ -105,22 +133,31 @@ type Handler interface {
 // SubscriberStats are a subscriber's cumulative counters over all joined
 // channels.
 type SubscriberStats struct {
-	Packets     uint64 // datagrams taken from the receive rings
-	Messages    uint64 // messages released to the handler
-	Gaps        uint64 // gap events
-	Missing     uint64 // messages in gaps
-	DupPackets  uint64 // packets that carried nothing new
-	DupMessages uint64 // messages dropped as already released
-	Foreign     uint64 // packets of other channels or older sessions
-	Malformed   uint64 // datagrams that failed to parse
-	Sessions    uint64 // sessions started
-	Ended       uint64 // sessions that ended with end of session
-	Abrupt      uint64 // sessions replaced without end of session
-	KernelDrops uint64 // datagrams the kernel dropped for our sockets
-	RingFull    uint64 // times a receive ring was full
-	Truncated   uint64 // datagrams larger than a slot
-	WinsA       uint64 // packets whose messages were first seen on line A
-	WinsB       uint64 // ... on line B
+	Packets        uint64 // datagrams taken from the receive rings
+	Messages       uint64 // messages released to the handler
+	Gaps           uint64 // gaps detected
+	Requests       uint64 // ranges requested from recovery
+	Recovered      uint64 // messages released that came from recovery
+	Held           uint64 // messages that waited out of order in the window
+	Lost           uint64 // messages declared lost
+	LostRanges     uint64 // lost ranges reported
+	Overflow       uint64 // messages that arrived beyond the window and forced a loss
+	DupPackets     uint64 // packets that carried nothing new
+	DupMessages    uint64 // messages dropped as already had
+	Foreign        uint64 // packets of other channels or older sessions
+	Malformed      uint64 // datagrams that failed to parse
+	Sessions       uint64 // sessions started
+	Ended          uint64 // sessions that ended with end of session
+	Abrupt         uint64 // sessions replaced without end of session
+	Stale          uint64 // times a channel went stale
+	InstrumentGaps uint64 // per-instrument sequence skips
+	KernelDrops    uint64 // datagrams the kernel dropped for our sockets
+	RingFull       uint64 // times a receive ring was full
+	Truncated      uint64 // datagrams larger than a slot
+	PacketsA       uint64 // packets received on line A
+	PacketsB       uint64 // ... on line B
+	WinsA          uint64 // packets that brought new messages first on line A
+	WinsB          uint64 // ... on line B
 }
 
 // Subscriber receives channels of a tickcast feed and releases their
@@ -129,16 +166,25 @@ type Subscriber struct {
 	cfg    SubscriberConfig
 	notify *ud.Notifier
 	chans  []*subChannel
-	stats  SubscriberStats
-	ev     Event // scratch, so events do not escape per call
+	h      Handler // the handler of the Poll in progress
+	ev     Event   // scratch, so events do not escape per call
+
+	foreign, malformed, packets, ended, instGaps uint64
 }
 
+// subChannel is one joined channel: its lines, its tracker, and the
+// seqgap.Output that forwards to the subscriber's handler.
 type subChannel struct {
+	s       *Subscriber
 	idx     int
 	lines   []ud.Receiver
-	tracker seqgap.Tracker
-	ended   bool
+	tracker *seqgap.Tracker
+	instSeq []uint32 // per-instrument sequence seen last, by instrument id
 }
+
+// maxTrackedInstrument bounds the per-instrument table: ids above it are not
+// checked for per-instrument gaps.
+const maxTrackedInstrument = 1 << 20
 
 // ChannelsOf returns the channels that carry the given symbols, ascending,
 // without duplicates.
@@ -173,7 +219,16 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	}
 	s := &Subscriber{cfg: cfg, notify: ud.NewNotifier()}
 	for _, ch := range join {
-		sc := &subChannel{idx: ch}
+		var rec seqgap.Recovery
+		if cfg.Recovery != nil {
+			rec = cfg.Recovery(ch)
+		}
+		tr, err := seqgap.New(cfg.Tracker, rec)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("tickcast: channel %d: %w", ch, err)
+		}
+		sc := &subChannel{s: s, idx: ch, tracker: tr}
 		s.chans = append(s.chans, sc)
 		bases := []netip.AddrPort{cfg.GroupA}
 		if cfg.GroupB.IsValid() {
@@ -214,10 +269,11 @@ func (s *Subscriber) Channels() []int {
 	return out
 }
 
-// AllEnded reports whether every joined channel has seen end of session.
+// AllEnded reports whether every joined channel has seen end of session and
+// has nothing outstanding (every gap recovered or reported lost).
 func (s *Subscriber) AllEnded() bool {
 	for _, sc := range s.chans {
-		if !sc.ended {
+		if !sc.tracker.Complete() {
 			return false
 		}
 	}
@@ -226,8 +282,26 @@ func (s *Subscriber) AllEnded() bool {
 
 // Stats returns the counters, including the transports' kernel drop counts.
 func (s *Subscriber) Stats() SubscriberStats {
-	st := s.stats
+	st := SubscriberStats{Packets: s.packets, Foreign: s.foreign, Malformed: s.malformed, Ended: s.ended, InstrumentGaps: s.instGaps}
 	for _, sc := range s.chans {
+		ts := sc.tracker.Stats()
+		st.Messages += ts.Released
+		st.Gaps += ts.Gaps
+		st.Requests += ts.Requests
+		st.Recovered += ts.Recovered
+		st.Held += ts.Held
+		st.Lost += ts.Lost
+		st.LostRanges += ts.LostRanges
+		st.Overflow += ts.Overflow
+		st.DupPackets += ts.DupPackets
+		st.DupMessages += ts.DupMessages
+		st.Sessions += ts.Sessions
+		st.Abrupt += ts.AbruptEnds
+		st.Stale += ts.StaleEvents
+		st.PacketsA += ts.PacketsOnLine[0]
+		st.PacketsB += ts.PacketsOnLine[1]
+		st.WinsA += ts.WinsPerLine[0]
+		st.WinsB += ts.WinsPerLine[1]
 		for _, r := range sc.lines {
 			rs := r.Stats()
 			st.KernelDrops += rs.KernelDrops
@@ -244,16 +318,24 @@ func (s *Subscriber) ReceiverStats(i int, l Line) ud.RecvStats {
 	return s.chans[i].lines[l].Stats()
 }
 
-// Poll takes what the receive rings hold, up to about max messages, and
-// hands it to h. It never blocks and returns the number of messages
-// released. It allocates nothing unless a malformed packet arrives.
+// Receiver returns the transport of channel index i (in Channels order) and
+// line l, for transport-specific information.
+func (s *Subscriber) Receiver(i int, l Line) ud.Receiver { return s.chans[i].lines[l] }
+
+// Poll takes what the receive rings hold, up to about max messages, hands it
+// to h, and enforces the trackers' deadlines. It never blocks and returns
+// the number of messages released. It allocates nothing unless a malformed
+// packet arrives.
 func (s *Subscriber) Poll(h Handler, max int) int {
-	released := 0
+	s.h = h
+	released := uint64(0)
+	now := time.Now().UnixNano()
 	for _, sc := range s.chans {
-		for released < max {
+		before := sc.tracker.Stats().Released
+		for sc.tracker.Stats().Released-before < uint64(max) {
 			// Take the packet with the lowest sequence among the lines'
-			// heads, so that a packet lost on one line is filled by the
-			// other line's copy whenever it has already arrived.
+			// heads: the other line's copy of a packet lost on one line is
+			// then usually taken before the gap is even seen.
 			best, bestSeq := -1, uint64(0)
 			for li, r := range sc.lines {
 				slot := r.Peek(0)
@@ -263,7 +345,7 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 				hdr, err := mold.DecodeHeader(slot.Data())
 				seq := hdr.Seq
 				if err != nil {
-					seq = 0 // handle malformed packets first: they go nowhere
+					seq = 0 // malformed packets first: they go nowhere
 				}
 				if best < 0 || seq < bestSeq {
 					best, bestSeq = li, seq
@@ -273,78 +355,32 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 				break
 			}
 			r := sc.lines[best]
-			slot := r.Peek(0)
-			released += s.packet(sc, Line(best), slot, h)
+			s.packet(sc, best, r.Peek(0), now)
 			r.Release(1)
 		}
+		sc.tracker.Tick(now, sc)
+		released += sc.tracker.Stats().Released - before
 	}
-	return released
+	s.h = nil
+	return int(released)
 }
 
-func (s *Subscriber) packet(sc *subChannel, line Line, slot *ud.Slot, h Handler) int {
-	s.stats.Packets++
+func (s *Subscriber) packet(sc *subChannel, line int, slot *ud.Slot, now int64) {
+	s.packets++
 	p, err := mold.Parse(slot.Data())
-	ev := &s.ev
-	*ev = Event{Channel: sc.idx, Line: line}
 	if err != nil {
-		s.stats.Malformed++
-		ev.Kind, ev.Err = EventMalformed, err
-		h.Event(ev)
-		return 0
+		s.malformed++
+		s.ev = Event{Kind: EventMalformed, Channel: sc.idx, Line: Line(line), Err: err}
+		s.h.Event(&s.ev)
+		return
 	}
-	ev.Session = p.Session
 	if SessionChannel(p.Session) != sc.idx || s.older(sc, p.Session) {
-		s.stats.Foreign++
-		ev.Kind = EventForeign
-		h.Event(ev)
-		return 0
+		s.foreign++
+		s.ev = Event{Kind: EventForeign, Channel: sc.idx, Line: Line(line), Session: p.Session}
+		s.h.Event(&s.ev)
+		return
 	}
-	v := sc.tracker.Packet(int(line), p.Header)
-	if v.NewSession {
-		if v.HadPrev && !v.PrevEndedClean {
-			s.stats.Abrupt++
-			ev.Kind, ev.Session, ev.LastSeq = EventSessionAbrupt, v.PrevSession, v.PrevLastSeq
-			h.Event(ev)
-			ev.Session = p.Session
-		}
-		s.stats.Sessions++
-		sc.ended = false
-		ev.Kind = EventSessionStart
-		h.Event(ev)
-	}
-	if v.Gap.Len() > 0 {
-		s.stats.Gaps++
-		s.stats.Missing += v.Gap.Len()
-		ev.Kind, ev.Gap = EventGap, v.Gap
-		h.Event(ev)
-	}
-	if v.EndOfSession {
-		s.stats.Ended++
-		sc.ended = true
-		ev.Kind, ev.LastSeq = EventSessionEnd, p.Seq-1
-		h.Event(ev)
-	}
-	if p.Messages() > 0 && v.Release == 0 {
-		s.stats.DupPackets++
-	}
-	s.stats.DupMessages += uint64(v.Skip)
-	if v.Release == 0 {
-		return 0
-	}
-	if line == LineA {
-		s.stats.WinsA++
-	} else {
-		s.stats.WinsB++
-	}
-	it := p.Iter()
-	for i := 0; i < v.Skip; i++ {
-		it.Next()
-	}
-	for msg, seq, ok := it.Next(); ok; msg, seq, ok = it.Next() {
-		h.Message(sc.idx, seq, msg, slot.RecvNs)
-	}
-	s.stats.Messages += uint64(v.Release)
-	return v.Release
+	sc.tracker.Packet(line, p, slot.RecvNs, now, sc)
 }
 
 // older reports whether session is older than the channel's current one: its
@@ -356,6 +392,58 @@ func (s *Subscriber) older(sc *subChannel, session mold.Session) bool {
 		return false
 	}
 	return string(session[2:]) < string(cur[2:])
+}
+
+// Release implements seqgap.Output: it checks the message's per-instrument
+// sequence and hands it to the handler.
+func (sc *subChannel) Release(seq uint64, msg []byte, line int, recvNs int64) {
+	s := sc.s
+	if len(msg) >= feed.HeaderLen {
+		inst := binary.LittleEndian.Uint32(msg[4:])
+		iseq := binary.LittleEndian.Uint32(msg[8:])
+		if inst < maxTrackedInstrument {
+			if int(inst) >= len(sc.instSeq) {
+				// Grows only when a new, larger instrument id appears.
+				sc.instSeq = append(sc.instSeq, make([]uint32, int(inst)+1-len(sc.instSeq))...)
+			}
+			if last := sc.instSeq[inst]; iseq > last+1 {
+				s.instGaps++
+				s.ev = Event{Kind: EventInstrumentGap, Channel: sc.idx, Line: Line(line), Instrument: inst,
+					Range: seqgap.Range{From: uint64(last) + 1, To: uint64(iseq) - 1}}
+				s.ev.Session, _ = sc.tracker.Session()
+				s.h.Event(&s.ev)
+			}
+			sc.instSeq[inst] = iseq
+		}
+	}
+	s.h.Message(sc.idx, seq, msg, recvNs)
+}
+
+// Event implements seqgap.Output.
+func (sc *subChannel) Event(ev *seqgap.Event) {
+	s := sc.s
+	switch ev.Kind {
+	case seqgap.EventSessionStart:
+		clear(sc.instSeq)
+	case seqgap.EventSessionEnd:
+		s.ended++
+	}
+	s.ev = Event{Kind: EventKind(ev.Kind), Channel: sc.idx, Line: Line(ev.Line), Session: ev.Session,
+		Range: ev.Range, LastSeq: ev.LastSeq, Reason: ev.Reason}
+	s.h.Event(&s.ev)
+}
+
+// Recovered hands channel ch a packet of recovered messages of session.
+// Call it from the goroutine that polls.
+func (s *Subscriber) Recovered(ch int, session mold.Session, p mold.Packet, h Handler) {
+	for _, sc := range s.chans {
+		if sc.idx == ch {
+			s.h = h
+			sc.tracker.Recovered(session, p, time.Now().UnixNano(), sc)
+			s.h = nil
+			return
+		}
+	}
 }
 
 // Run polls until ctx is done or stop (if not nil), checked after each
@@ -374,8 +462,9 @@ func (s *Subscriber) Run(ctx context.Context, h Handler, stop func() bool) error
 		if n > 0 {
 			continue
 		}
-		// The timeout only bounds how late stop is checked on an idle feed.
-		if !s.notify.Wait(50*time.Millisecond, done, poll) {
+		// The timeout bounds how late deadlines and stop are checked on an
+		// idle feed; gap deadlines are milliseconds or more.
+		if !s.notify.Wait(time.Millisecond, done, poll) {
 			return ctx.Err()
 		}
 	}

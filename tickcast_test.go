@@ -66,8 +66,8 @@ func (r *recorder) Message(ch int, seq uint64, msg []byte, recvNs int64) {
 func (r *recorder) Event(ev *Event) {
 	r.events = append(r.events, *ev)
 	switch ev.Kind {
-	case EventGap:
-		r.next[ev.Channel] = ev.Gap.To + 1
+	case EventLost:
+		r.next[ev.Channel] = ev.Range.To + 1
 	case EventSessionStart:
 		r.next[ev.Channel] = 1
 	}

@@ -1,27 +1,9 @@
-// Package seqgap tracks the sequence numbers of one MoldUDP64 stream (a
-// channel) as its packets arrive, possibly on two lines (A and B):
-//
-//   - messages are released once, in sequence order;
-//   - a packet whose messages were all released before is a duplicate and is
-//     counted; a packet that overlaps what was released has its released part
-//     skipped;
-//   - a packet that starts past the next expected sequence opens a gap,
-//     reported as the exact range of missing sequence numbers;
-//   - a heartbeat or end of session carries the stream's next sequence, so a
-//     loss of the last packets before a quiet period is a gap too (a tail gap);
-//   - a packet of another session starts a new stream: the old one is
-//     reported as ended cleanly (its end of session was seen) or abruptly
-//     (with the last sequence received).
-//
-// Tracker does the bookkeeping only; the caller owns the packets, calls it
-// once per packet header, and releases the messages it is told to. It never
-// allocates. This version moves past a gap at once (the missing range is
-// reported, and recovery fills it out of band); the reorder window and
-// recovery deadlines build on the same calls.
 package seqgap
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tickcast/tickcast/mold"
 )
@@ -42,126 +24,600 @@ func (r Range) Len() uint64 {
 
 func (r Range) String() string { return fmt.Sprintf("%d..%d", r.From, r.To) }
 
-// Verdict tells the caller what to do with one packet.
-type Verdict struct {
-	// Skip is how many leading messages of the packet were released before
-	// and must be dropped.
-	Skip int
-	// Release is how many messages after Skip to release, in order.
-	Release int
-	// Gap is the range the packet revealed as missing, if Gap.Len() > 0.
-	Gap Range
-	// NewSession is set when the packet starts a new session; Ended then
-	// describes the previous one (if there was one).
-	NewSession bool
-	// PrevSession, PrevEndedClean and PrevLastSeq describe the session the
-	// packet replaced, when NewSession is set and HadPrev is true.
-	HadPrev        bool
-	PrevSession    mold.Session
-	PrevEndedClean bool
-	PrevLastSeq    uint64
-	// EndOfSession is set when the packet ends the session.
-	EndOfSession bool
+// LineRecovery is the line number of messages that came from recovery.
+const LineRecovery = -1
+
+// Config tunes a Tracker. Zero fields take the defaults.
+type Config struct {
+	// Window is how many sequence numbers ahead of the next one can be held,
+	// a power of two. Default 32768.
+	Window int
+	// SlotSize is the bytes reserved per held message; a longer message is
+	// held in its own allocation (counted in Stats.OversizeHeld). Default 128.
+	SlotSize int
+	// GapDelay is how long a gap waits before it is requested, so that a
+	// late packet can close it first. Default 0: request on the next Tick.
+	GapDelay time.Duration
+	// LostAfter is how long after detection a gap still unfilled is declared
+	// lost. Default 1s.
+	LostAfter time.Duration
+	// MaxGaps bounds the gap list; when it is full, a new gap is merged
+	// into the last one. Default 1024.
+	MaxGaps int
+	// StaleAfter is how long without any packet makes the channel stale.
+	// Default 300ms (three 100 ms heartbeat intervals).
+	StaleAfter time.Duration
+}
+
+func (c *Config) setDefaults() error {
+	if c.Window == 0 {
+		c.Window = 32768
+	}
+	if c.Window < 2 || c.Window&(c.Window-1) != 0 || c.Window > 1<<24 {
+		return fmt.Errorf("seqgap: window %d: want a power of two in 2..%d", c.Window, 1<<24)
+	}
+	if c.SlotSize == 0 {
+		c.SlotSize = 128
+	}
+	if c.SlotSize < 0 || c.SlotSize > 65535 {
+		return fmt.Errorf("seqgap: slot size %d: want 1..65535", c.SlotSize)
+	}
+	if c.LostAfter == 0 {
+		c.LostAfter = time.Second
+	}
+	if c.MaxGaps == 0 {
+		c.MaxGaps = 1024
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = 300 * time.Millisecond
+	}
+	if c.GapDelay < 0 || c.LostAfter < 0 || c.MaxGaps < 1 || c.StaleAfter < 0 {
+		return errors.New("seqgap: gap delay, lost-after, max gaps and stale-after must be positive")
+	}
+	return nil
+}
+
+// Recovery is asked for missing ranges. Its answers come back through
+// Tracker.Recovered (messages) and Tracker.GiveUp (ranges it cannot serve).
+// Request must not block: it queues the request and returns.
+type Recovery interface {
+	Request(session mold.Session, r Range)
+}
+
+// Output receives what the tracker releases, in order.
+type Output interface {
+	// Release hands over message seq. msg is valid only during the call.
+	// line is the line it arrived on, or LineRecovery.
+	Release(seq uint64, msg []byte, line int, recvNs int64)
+	// Event reports a stream event; ev is valid only during the call.
+	Event(ev *Event)
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+// Event kinds.
+const (
+	EventSessionStart  EventKind = iota + 1 // first packet of a session
+	EventSessionEnd                         // end of session arrived; LastSeq is the last sequence
+	EventSessionAbrupt                      // the session was replaced without end of session; LastSeq is the last known
+	EventGap                                // Range went missing (detected)
+	EventRequest                            // Range was requested from recovery
+	EventLost                               // Range is lost for good; Reason says why
+	EventStale                              // nothing received for StaleAfter
+	EventFresh                              // packets again after EventStale
+)
+
+var eventNames = [...]string{"", "session-start", "session-end", "session-abrupt", "gap", "request", "lost", "stale", "fresh"}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && k != 0 {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("event(%d)", uint8(k))
+}
+
+// LossReason says why a range was declared lost.
+type LossReason uint8
+
+// Loss reasons.
+const (
+	LossTimeout         LossReason = iota + 1 // not filled within LostAfter
+	LossRefused                               // recovery gave up on it
+	LossSessionReplaced                       // a new session began first
+	LossWindowFull                            // a message arrived more than Window ahead
+)
+
+var reasonNames = [...]string{"", "timeout", "refused", "session-replaced", "window-full"}
+
+func (r LossReason) String() string {
+	if int(r) < len(reasonNames) && r != 0 {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// Event is a stream event.
+type Event struct {
+	Kind    EventKind
+	Line    int // the line whose packet caused it, or LineRecovery
+	Session mold.Session
+	Range   Range      // EventGap, EventRequest, EventLost
+	LastSeq uint64     // EventSessionEnd, EventSessionAbrupt
+	Reason  LossReason // EventLost
 }
 
 // Stats are a tracker's cumulative counters.
 type Stats struct {
-	Packets       uint64 // packets seen, all lines
-	Released      uint64 // messages released
-	DupPackets    uint64 // packets that carried nothing new
-	DupMessages   uint64 // messages dropped as already released
-	Gaps          uint64 // gap events
-	Missing       uint64 // messages in all gaps
+	Packets       uint64    // packets taken, all lines
+	PacketsOnLine [2]uint64 // per line
+	WinsPerLine   [2]uint64 // packets that brought at least one new message, per line
 	Heartbeats    uint64
-	Sessions      uint64 // sessions seen
-	AbruptEnds    uint64 // sessions replaced without an end of session
-	WinsPerLine   [2]uint64
-	PacketsOnLine [2]uint64
+	DupPackets    uint64 // packets that brought nothing new
+	DupMessages   uint64 // messages dropped as already released or held
+	Released      uint64 // messages released
+	Held          uint64 // messages that waited in the window
+	Recovered     uint64 // messages released that came from recovery
+	Overflow      uint64 // messages that arrived too far ahead to hold
+	OversizeHeld  uint64 // held messages larger than SlotSize
+	Gaps          uint64 // gaps detected
+	Requests      uint64 // ranges requested
+	Lost          uint64 // messages declared lost
+	LostRanges    uint64 // EventLost events
+	Sessions      uint64
+	AbruptEnds    uint64
+	StaleEvents   uint64
+	IgnoredRecov  uint64 // recovered messages of another session or already had
 }
 
-// Tracker follows one channel.
+type held struct {
+	seq    uint64 // 0 when empty
+	n      int32
+	line   int32
+	recvNs int64
+	big    []byte // when n > SlotSize
+}
+
+type gap struct {
+	from, to   uint64
+	detectedNs int64
+	deadlineNs int64
+	reqTo      uint64 // highest sequence requested so far, 0 if none
+	reason     LossReason
+}
+
+// Tracker follows one channel. It is used by one goroutine.
 type Tracker struct {
-	session mold.Session
-	started bool
-	ended   bool
-	next    uint64 // next sequence to release
-	stats   Stats
+	cfg       Config
+	rec       Recovery
+	session   mold.Session
+	started   bool
+	ended     bool
+	stale     bool
+	next      uint64
+	high      uint64
+	lastNs    int64
+	window    []held
+	data      []byte
+	mask      uint64
+	gaps      []gap // ring of MaxGaps entries, ordered by from
+	gapHead   int
+	gapCount  int
+	heldCount int
+	ev        Event // scratch: events are passed by pointer, never escape
+	stats     Stats
+}
+
+// New returns a tracker. rec may be nil: no recovery.
+func New(cfg Config, rec Recovery) (*Tracker, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Tracker{
+		cfg:    cfg,
+		rec:    rec,
+		window: make([]held, cfg.Window),
+		data:   make([]byte, cfg.Window*cfg.SlotSize),
+		mask:   uint64(cfg.Window - 1),
+		gaps:   make([]gap, cfg.MaxGaps),
+		next:   1,
+		high:   1,
+	}, nil
 }
 
 // Session returns the current session and whether one has started.
 func (t *Tracker) Session() (mold.Session, bool) { return t.session, t.started }
 
-// Next returns the next sequence number the tracker will release.
+// Next returns the next sequence the tracker will release.
 func (t *Tracker) Next() uint64 { return t.next }
 
-// Ended reports whether the current session's end of session was seen.
+// High returns one past the highest sequence known to exist.
+func (t *Tracker) High() uint64 { return t.high }
+
+// Ended reports whether the current session's end of session arrived.
 func (t *Tracker) Ended() bool { return t.ended }
+
+// Complete reports whether the session ended and nothing is outstanding.
+func (t *Tracker) Complete() bool { return t.ended && t.next == t.high && t.gapCount == 0 }
+
+// Outstanding returns the number of open gaps and held messages.
+func (t *Tracker) Outstanding() (gaps, held int) { return t.gapCount, t.heldCount }
 
 // Stats returns the counters.
 func (t *Tracker) Stats() Stats { return t.stats }
 
-// Packet takes the header of a packet received on line (0 = A, 1 = B) and
-// says which of its messages to release.
-func (t *Tracker) Packet(line int, h mold.Header) Verdict {
-	var v Verdict
-	t.stats.Packets++
-	t.stats.PacketsOnLine[line&1]++
-	if !t.started || h.Session != t.session {
-		v.NewSession = true
-		if t.started {
-			v.HadPrev = true
-			v.PrevSession = t.session
-			v.PrevEndedClean = t.ended
-			v.PrevLastSeq = t.next - 1
-			if !t.ended {
-				t.stats.AbruptEnds++
-			}
-		}
-		t.session = h.Session
-		t.started = true
-		t.ended = false
-		t.next = 1
-		t.stats.Sessions++
-	}
-	switch {
-	case h.IsHeartbeat(), h.IsEndOfSession():
-		if h.IsHeartbeat() {
-			t.stats.Heartbeats++
-		} else {
-			v.EndOfSession = !t.ended
-			t.ended = true
-		}
-		// The header's sequence is the next one the publisher will use:
-		// anything before it that we lack is lost.
-		if h.Seq > t.next {
-			v.Gap = Range{t.next, h.Seq - 1}
-			t.gap(v.Gap)
-			t.next = h.Seq
-		}
-		return v
-	}
-	n := uint64(h.Count)
-	end := h.Seq + n // one past the packet's last message
-	if end <= t.next {
-		t.stats.DupPackets++
-		t.stats.DupMessages += n
-		return v
-	}
-	if h.Seq > t.next {
-		v.Gap = Range{t.next, h.Seq - 1}
-		t.gap(v.Gap)
-		t.next = h.Seq
-	}
-	v.Skip = int(t.next - h.Seq)
-	v.Release = int(end - t.next)
-	t.stats.DupMessages += uint64(v.Skip)
-	t.stats.Released += uint64(v.Release)
-	t.stats.WinsPerLine[line&1]++
-	t.next = end
-	return v
+func (t *Tracker) emit(kind EventKind, line int) *Event {
+	t.ev = Event{Kind: kind, Line: line, Session: t.session}
+	return &t.ev
 }
 
-func (t *Tracker) gap(r Range) {
+// Packet takes one packet received on line (0 = A, 1 = B) at recvNs; nowNs
+// is the caller's clock (the same clock as Tick's).
+func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Output) {
+	t.stats.Packets++
+	t.stats.PacketsOnLine[line&1]++
+	t.lastNs = nowNs
+	if t.stale {
+		t.stale = false
+		out.Event(t.emit(EventFresh, line))
+	}
+	if !t.started || p.Session != t.session {
+		t.newSession(line, p.Session, nowNs, out)
+	}
+	if p.IsHeartbeat() || p.IsEndOfSession() {
+		if p.IsHeartbeat() {
+			t.stats.Heartbeats++
+		}
+		t.learnHigh(line, p.Seq, nowNs, out)
+		if p.IsEndOfSession() && !t.ended {
+			t.ended = true
+			ev := t.emit(EventSessionEnd, line)
+			ev.LastSeq = p.Seq - 1
+			out.Event(ev)
+		}
+		return
+	}
+	end := p.Seq + uint64(p.Messages())
+	if end <= t.next {
+		t.stats.DupPackets++
+		t.stats.DupMessages += uint64(p.Messages())
+		return
+	}
+	if p.Seq > t.high {
+		t.addGap(line, max(t.high, t.next), p.Seq-1, nowNs, out)
+	}
+	newMsgs := t.take(p, line, recvNs, nowNs, out)
+	if end > t.high {
+		t.high = end
+	}
+	if newMsgs > 0 {
+		t.stats.WinsPerLine[line&1]++
+	} else {
+		t.stats.DupPackets++
+	}
+}
+
+// take releases or holds the messages of p; it returns how many were new.
+func (t *Tracker) take(p mold.Packet, line int, recvNs, nowNs int64, out Output) int {
+	it := p.Iter()
+	fresh := 0
+	w := uint64(len(t.window))
+	for msg, seq, ok := it.Next(); ok; msg, seq, ok = it.Next() {
+		switch {
+		case seq < t.next:
+			t.stats.DupMessages++
+			continue
+		case seq == t.next:
+			fresh++
+			t.release(seq, msg, line, recvNs, out)
+			t.drain(out)
+			continue
+		case seq-t.next >= w:
+			if line == LineRecovery {
+				// Recovery is only asked for what fits the window, so this
+				// answers a request from before the window moved: ignore it.
+				t.stats.IgnoredRecov++
+				continue
+			}
+			// The message arrived but cannot be held: the window is full of
+			// what waits behind the oldest gap. Holding it matters more than
+			// waiting longer for that gap, so the front of the window is
+			// declared lost (window-full) until the message fits.
+			t.stats.Overflow++
+			t.loseThrough(seq-w, LossWindowFull, out)
+			if seq == t.next {
+				fresh++
+				t.release(seq, msg, line, recvNs, out)
+				t.drain(out)
+				continue
+			}
+		}
+		if t.hold(seq, msg, line, recvNs) {
+			fresh++
+		} else {
+			t.stats.DupMessages++
+		}
+	}
+	t.trimGaps()
+	return fresh
+}
+
+func (t *Tracker) release(seq uint64, msg []byte, line int, recvNs int64, out Output) {
+	t.stats.Released++
+	if line == LineRecovery {
+		t.stats.Recovered++
+	}
+	out.Release(seq, msg, line, recvNs)
+	t.next = seq + 1
+}
+
+// hold copies message seq into the window; false if it is already there.
+func (t *Tracker) hold(seq uint64, msg []byte, line int, recvNs int64) bool {
+	h := &t.window[seq&t.mask]
+	if h.seq == seq {
+		return false
+	}
+	h.seq, h.n, h.line, h.recvNs = seq, int32(len(msg)), int32(line), recvNs
+	if len(msg) > t.cfg.SlotSize {
+		// Rare: a message larger than the slots (a newer message version).
+		h.big = append(h.big[:0], msg...)
+		t.stats.OversizeHeld++
+	} else {
+		off := int(seq&t.mask) * t.cfg.SlotSize
+		copy(t.data[off:off+len(msg)], msg)
+	}
+	t.heldCount++
+	t.stats.Held++
+	return true
+}
+
+// drain releases held messages from next on while they are contiguous.
+func (t *Tracker) drain(out Output) {
+	for t.heldCount > 0 {
+		h := &t.window[t.next&t.mask]
+		if h.seq != t.next {
+			return
+		}
+		t.releaseHeld(h, out)
+	}
+}
+
+func (t *Tracker) releaseHeld(h *held, out Output) {
+	seq := h.seq
+	var msg []byte
+	if int(h.n) > t.cfg.SlotSize {
+		msg = h.big[:h.n]
+	} else {
+		off := int(seq&t.mask) * t.cfg.SlotSize
+		msg = t.data[off : off+int(h.n)]
+	}
+	h.seq = 0
+	t.heldCount--
+	t.release(seq, msg, int(h.line), h.recvNs, out)
+}
+
+// learnHigh takes the publisher's next sequence from a heartbeat or end of
+// session.
+func (t *Tracker) learnHigh(line int, nextSeq uint64, nowNs int64, out Output) {
+	if nextSeq > t.high {
+		t.addGap(line, max(t.high, t.next), nextSeq-1, nowNs, out)
+		t.high = nextSeq
+	}
+}
+
+// addGap records [from, to] as missing (coalescing with the last gap).
+func (t *Tracker) addGap(line int, from, to uint64, nowNs int64, out Output) {
+	if to < from || to < t.next {
+		return
+	}
+	from = max(from, t.next)
 	t.stats.Gaps++
-	t.stats.Missing += r.Len()
+	ev := t.emit(EventGap, line)
+	ev.Range = Range{from, to}
+	out.Event(ev)
+	if t.gapCount > 0 {
+		last := &t.gaps[(t.gapHead+t.gapCount-1)%len(t.gaps)]
+		if from <= last.to+1 || t.gapCount == len(t.gaps) {
+			// Adjacent, overlapping or out of room: widen the last gap. It
+			// keeps its own (earlier) deadlines.
+			last.to = max(last.to, to)
+			return
+		}
+	}
+	g := &t.gaps[(t.gapHead+t.gapCount)%len(t.gaps)]
+	*g = gap{from: from, to: to, detectedNs: nowNs, deadlineNs: nowNs + int64(t.cfg.LostAfter)}
+	t.gapCount++
+}
+
+// trimGaps drops gaps that next has passed and shrinks the first to start at
+// next.
+func (t *Tracker) trimGaps() {
+	for t.gapCount > 0 {
+		g := &t.gaps[t.gapHead]
+		if g.to >= t.next {
+			if g.from < t.next {
+				g.from = t.next
+			}
+			return
+		}
+		t.gapHead = (t.gapHead + 1) % len(t.gaps)
+		t.gapCount--
+	}
+}
+
+// Tick enforces the deadlines at nowNs: it requests gaps that are GapDelay
+// old, declares lost those past LostAfter (or given up), and reports a stale
+// channel. Call it from the receive loop, as often as convenient.
+func (t *Tracker) Tick(nowNs int64, out Output) {
+	if t.started && !t.stale && nowNs-t.lastNs >= int64(t.cfg.StaleAfter) {
+		t.stale = true
+		t.stats.StaleEvents++
+		out.Event(t.emit(EventStale, LineRecovery))
+	}
+	// Resolve expired gaps at the head, in order.
+	for t.gapCount > 0 {
+		g := &t.gaps[t.gapHead]
+		if nowNs < g.deadlineNs {
+			break
+		}
+		reason := g.reason
+		if reason == 0 {
+			reason = LossTimeout
+		}
+		t.loseThrough(g.to, reason, out)
+	}
+	if t.rec == nil {
+		return
+	}
+	// Request what is old enough and not yet requested, as far as the
+	// window reaches: an answer beyond it could not be held. The rest is
+	// requested as the window moves, each extension with a fresh deadline.
+	limit := t.next + uint64(len(t.window)) - 1
+	for i := 0; i < t.gapCount; i++ {
+		g := &t.gaps[(t.gapHead+i)%len(t.gaps)]
+		from := max(g.from, g.reqTo+1, t.next)
+		to := min(g.to, limit)
+		if from > to {
+			if g.from > limit {
+				break
+			}
+			continue
+		}
+		if nowNs-g.detectedNs < int64(t.cfg.GapDelay) {
+			continue
+		}
+		if g.reqTo != 0 {
+			g.deadlineNs = max(g.deadlineNs, nowNs+int64(t.cfg.LostAfter))
+		}
+		g.reqTo = to
+		t.stats.Requests++
+		r := Range{from, to}
+		ev := t.emit(EventRequest, LineRecovery)
+		ev.Range = r
+		out.Event(ev)
+		t.rec.Request(t.session, r)
+	}
+}
+
+// loseThrough releases what is held up to and including seq to, reports the
+// rest of [next, to] lost, and moves next past to.
+func (t *Tracker) loseThrough(to uint64, reason LossReason, out Output) {
+	var run Range
+	flush := func() {
+		if run.From != 0 {
+			t.stats.Lost += run.Len()
+			t.stats.LostRanges++
+			ev := t.emit(EventLost, LineRecovery)
+			ev.Range, ev.Reason = run, reason
+			out.Event(ev)
+			run = Range{}
+		}
+	}
+	for t.next <= to {
+		h := &t.window[t.next&t.mask]
+		if t.heldCount > 0 && h.seq == t.next {
+			flush()
+			t.releaseHeld(h, out)
+			continue
+		}
+		if t.heldCount == 0 {
+			// Nothing held: the rest of the range is one lost run.
+			if run.From == 0 {
+				run.From = t.next
+			}
+			run.To = to
+			t.next = to + 1
+			break
+		}
+		if run.From == 0 {
+			run.From = t.next
+		}
+		run.To = t.next
+		t.next++
+	}
+	flush()
+	t.drain(out)
+	t.trimGaps()
+}
+
+// Recovered takes a packet of recovered messages for session.
+func (t *Tracker) Recovered(session mold.Session, p mold.Packet, nowNs int64, out Output) {
+	if !t.started || session != t.session || p.Messages() == 0 {
+		t.stats.IgnoredRecov += uint64(p.Messages())
+		return
+	}
+	end := p.Seq + uint64(p.Messages())
+	if end <= t.next {
+		t.stats.IgnoredRecov += uint64(p.Messages())
+		return
+	}
+	if p.Seq > t.high {
+		t.addGap(LineRecovery, max(t.high, t.next), p.Seq-1, nowNs, out)
+	}
+	t.take(p, LineRecovery, nowNs, nowNs, out)
+	if end > t.high {
+		t.high = end
+	}
+}
+
+// GiveUp declares that recovery cannot serve r of session: the gaps it
+// touches are lost as soon as the ones before them are resolved (at the next
+// Tick).
+func (t *Tracker) GiveUp(session mold.Session, r Range, nowNs int64) {
+	if !t.started || session != t.session {
+		return
+	}
+	for i := 0; i < t.gapCount; i++ {
+		g := &t.gaps[(t.gapHead+i)%len(t.gaps)]
+		if g.from <= r.To && r.From <= g.to {
+			g.deadlineNs = min(g.deadlineNs, nowNs)
+			g.reason = LossRefused
+		}
+	}
+}
+
+// Resync moves the stream of session to next, as after loading a snapshot
+// that reflects every message before next: messages and gaps below next are
+// dropped without being reported lost, held ones from next on stay.
+func (t *Tracker) Resync(session mold.Session, next uint64, out Output) {
+	if !t.started || session != t.session {
+		t.newSession(LineRecovery, session, t.lastNs, out)
+	}
+	for t.heldCount > 0 && t.next < next {
+		h := &t.window[t.next&t.mask]
+		if h.seq == t.next {
+			h.seq = 0
+			t.heldCount--
+		}
+		t.next++
+	}
+	if t.next < next {
+		t.next = next
+	}
+	if t.high < next {
+		t.high = next
+	}
+	t.trimGaps()
+	t.drain(out)
+}
+
+// newSession ends the current stream and starts session.
+func (t *Tracker) newSession(line int, session mold.Session, nowNs int64, out Output) {
+	if t.started {
+		if t.high > t.next || t.gapCount > 0 {
+			t.loseThrough(t.high-1, LossSessionReplaced, out)
+		}
+		if !t.ended {
+			t.stats.AbruptEnds++
+			ev := t.emit(EventSessionAbrupt, line)
+			ev.LastSeq = t.high - 1
+			out.Event(ev)
+		}
+	}
+	t.session = session
+	t.started, t.ended = true, false
+	t.next, t.high = 1, 1
+	t.gapHead, t.gapCount = 0, 0
+	t.stats.Sessions++
+	out.Event(t.emit(EventSessionStart, line))
 }

@@ -33,7 +33,10 @@
 // time.Duration and []string, or named types built on them. A []string is
 // written as a comma-separated list ("a, b,c"; spaces around items are
 // dropped, and so are empty items); in the config file it may also be a YAML
-// sequence, whose items are taken as they are.
+// sequence, whose items are taken as they are. Integers are decimal; floats
+// are as strconv.ParseFloat reads them but must be finite; bools are as
+// strconv.ParseBool reads them (true, false, 1, 0, ...); durations are as
+// time.ParseDuration reads them (50us, 1.5s, 2m).
 //
 // # Sources
 //
@@ -44,8 +47,11 @@
 // An environment variable that is empty counts as unset. The config file is
 // named by --config FILE or by TICKCAST_CONFIG (the flag wins); it is a YAML
 // mapping whose keys are setting names, and a key that names no setting is an
-// error. There is no config file unless one is named, and a named file that
-// cannot be read is an error.
+// error. A key with no value (or ~, or null) gives the empty text. There is
+// no config file unless one is named, a named file that cannot be read is an
+// error, and --config "" means no config file even when TICKCAST_CONFIG names
+// one. A setting given twice on the command line takes the last value; given
+// twice in the config file, it is an error.
 //
 // Values from every source are parsed by the same code, so --rate abc,
 // TICKCAST_RATE=abc and "rate: abc" in the config file fail the same way.

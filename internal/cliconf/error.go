@@ -20,9 +20,10 @@ type Error struct {
 	// empty when the error is about no one setting (a YAML syntax error, a
 	// positional argument).
 	Field string
-	// Origin is where the value came from: "flag", "env TICKCAST_RATE" or
+	// Origin is where the value came from: "flag", "env TICKCAST_RATE",
 	// "config /etc/tickcast.yaml:12" (the line is left out when it is not
-	// known). It is empty for an error made by Invalid.
+	// known) or "command line" for a positional argument. It is empty for an
+	// error made by Invalid.
 	Origin string
 	// Value is the offending text as given.
 	Value string

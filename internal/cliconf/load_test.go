@@ -626,3 +626,13 @@ func TestNamedTypes(t *testing.T) {
 		t.Errorf("got %+v", s)
 	}
 }
+
+func TestFlagGivenTwice(t *testing.T) {
+	var s testSettings
+	if err := Load("feedhandler", []string{"--rate", "1", "--peers", "a,b", "--rate=2", "--peers", "c"}, env(nil), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Rate != 2 || !reflect.DeepEqual(s.Peers, []string{"c"}) {
+		t.Errorf("rate %v, peers %q; want the last values 2, [c]", s.Rate, s.Peers)
+	}
+}

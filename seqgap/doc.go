@@ -1,0 +1,65 @@
+// Package seqgap decides, for one channel (one MoldUDP64 stream, possibly
+// received on an A and a B line), what a subscriber has, what it lacks and
+// what to ask for. It is pure bookkeeping: no sockets, no goroutines, no
+// timers and no allocation per message. The caller feeds it packets, recovered
+// messages and the clock; it releases messages in order to an Output and asks
+// a Recovery for missing ranges.
+//
+// # State
+//
+// A Tracker knows the current session and three sequence numbers:
+//
+//	next   the next sequence to release; everything below it was released or
+//	       declared lost, exactly once
+//	high   one past the highest sequence known to exist (from data packets,
+//	       heartbeats and end of session)
+//	window next .. next+Window-1: messages that arrived early are copied out
+//	       of the receive slot into a held slot here
+//
+// Sequences in [next, high) that are not held are missing. They are kept as a
+// short ordered list of gaps, each with the time it was detected; adjacent
+// gaps are coalesced.
+//
+// # Arrivals
+//
+// For each message of a data packet, with sequence s:
+//
+//   - s < next, or s already held: a duplicate, counted and dropped. This is
+//     also how the second copy of an A/B pair is discarded: the first arrival
+//     wins, and each line's wins are counted.
+//   - s == next: released at once, straight from the packet (no copy); then
+//     every held message that has become contiguous is released too.
+//   - next < s < next+Window: copied into the window and held.
+//   - s >= next+Window: cannot be held; it stays missing and becomes part of a
+//     gap, to be recovered like a lost one (the window bounds memory, it never
+//     stalls the stream).
+//
+// A packet that starts past high opens a gap [high, start-1]. A heartbeat or
+// end of session carries the publisher's next sequence, so losing the last
+// packets before a quiet period opens a gap too (a tail gap).
+//
+// # Deadlines
+//
+// Tick(now) is called by the caller's loop; nothing here reads a clock. A gap
+// is requested from the Recovery once it is GapDelay old (so that a packet
+// merely late, or the other line's copy, can close it first without a
+// request), and it is declared lost once it is LostAfter old, or at once when
+// the Recovery gives up on it. Declaring a gap lost releases the held messages
+// before it, reports the exact missing ranges in an EventLost, and moves next
+// past it: the stream never stalls and never skips silently. A Recovery that
+// is nil means no recovery: gaps wait LostAfter for late packets and are then
+// lost.
+//
+// A channel that receives nothing, not even a heartbeat, for StaleAfter is
+// reported stale once (EventStale), and fresh again on the next packet.
+//
+// # Sessions
+//
+// A packet of another session starts a new stream. Whatever the old one still
+// lacked is declared lost (reason session-replaced), its held messages are
+// released, and it is reported as ended cleanly (end of session was seen,
+// EventSessionEnd at that time) or abruptly (EventSessionAbrupt with the last
+// sequence known). The new session starts at sequence 1: if its first packet
+// starts later, the messages before it form a gap like any other. Resync
+// jumps a stream forward after a snapshot.
+package seqgap
