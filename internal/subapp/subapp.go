@@ -23,6 +23,8 @@ import (
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/feed/verify"
 	"github.com/tickcast/tickcast/internal/cliconf"
+	"github.com/tickcast/tickcast/ud"
+	"github.com/tickcast/tickcast/ud/faults"
 	"github.com/tickcast/tickcast/ud/udp"
 	"golang.org/x/term"
 )
@@ -48,6 +50,15 @@ type Settings struct {
 	IdleTimeout  time.Duration `flag:"idle-timeout" default:"5s" help:"exit after this long without a packet"`
 	LogFormat    string        `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
 	LogLevel     string        `flag:"log-level" default:"info" help:"debug, info, warn or error"`
+
+	// Fault injection: a test facility (package ud/faults), off unless set.
+	InjectLoss     float64 `flag:"inject-loss" help:"test facility: drop each received datagram with this probability (0..1), on every line, before the subscriber sees it"`
+	InjectBurst    float64 `flag:"inject-burst" help:"test facility: probability (0..1) that an --inject-loss drop starts a burst that drops --inject-burst-len datagrams in a row"`
+	InjectBurstLen int     `flag:"inject-burst-len" default:"10" help:"test facility: datagrams dropped per burst, counting the one that starts it"`
+	InjectDup      float64 `flag:"inject-dup" help:"test facility: deliver each received datagram twice with this probability (0..1)"`
+	InjectReorder  float64 `flag:"inject-reorder" help:"test facility: swap each received datagram with the next one with this probability (0..1), when the next has already arrived"`
+	SilenceLine    string  `flag:"silence-line" help:"test facility: drop every datagram of one line on every joined channel: LINE[:AFTER[+FOR]], LINE is A or B; AFTER and FOR are durations from the line's first datagram: A = all of line A, B:1s = line B from 1s on, B:1s+2s = line B from 1s for 2s, A:+3s = the first 3s of line A"`
+	InjectSeed     uint64  `flag:"inject-seed" default:"1" help:"test facility: seed of the injected faults (each channel and line derives its own from it)"`
 }
 
 // App is one subscriber run.
@@ -57,6 +68,7 @@ type App struct {
 	out io.Writer
 	sub *tickcast.Subscriber
 	h   *handler
+	inj []*faults.Receiver // fault-injecting receivers (test facility), if any
 }
 
 // New validates the settings and joins the groups. Its errors are
@@ -127,9 +139,13 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	}
 	udpc := tickcast.UDPConfig{Interface: iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
 		RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU}
+	newReceiver, err := a.injectFaults(tickcast.UDPReceivers(udpc), group, groupB)
+	if err != nil {
+		return nil, err
+	}
 	a.sub, err = tickcast.NewSubscriber(tickcast.SubscriberConfig{
 		Channels: s.Channels, Join: join, GroupA: group, GroupB: groupB,
-		NewReceiver: tickcast.UDPReceivers(udpc),
+		NewReceiver: newReceiver,
 	})
 	if err != nil {
 		return nil, err
@@ -170,6 +186,15 @@ type Summary struct {
 	RcvBuf           int     `json:"rcvbuf"`
 	ExitReason       string  `json:"exit_reason"`
 	OK               bool    `json:"ok"`
+
+	// Faults injected by --inject-* and --silence-line (test facility),
+	// summed over every channel and line.
+	InjectedDroppedDatagrams uint64 `json:"injected_dropped_datagrams"`
+	InjectedDroppedMessages  uint64 `json:"injected_dropped_messages"`
+	InjectedDuplicates       uint64 `json:"injected_duplicates"`
+	InjectedReordered        uint64 `json:"injected_reordered"`
+	SilencedDatagrams        uint64 `json:"silenced_datagrams"`
+	SilencedMessages         uint64 `json:"silenced_messages"`
 }
 
 // Run receives until every joined channel ended its session, --expect
@@ -223,7 +248,7 @@ func (a *App) Run(ctx context.Context) int {
 	st := a.sub.Stats()
 	sum := Summary{
 		Role: "subscriber", Channels: a.sub.Channels(), Received: h.received, Expected: a.s.Expect,
-		Packets: st.Packets, Gaps: st.Gaps, Missing: st.Missing, Duplicates: st.DupMessages, DupPackets: st.DupPackets,
+		Packets: st.Packets, Gaps: st.Gaps, Missing: st.Lost, Duplicates: st.DupMessages, DupPackets: st.DupPackets,
 		Foreign: st.Foreign, Malformed: st.Malformed, KernelDrops: st.KernelDrops, RingFull: st.RingFull,
 		Sessions: st.Sessions, SessionsEnded: st.Ended, SessionsAbrupt: st.Abrupt, WinsA: st.WinsA, WinsB: st.WinsB,
 		Verify: a.s.Verify, VerifyOK: a.s.Verify && h.verifyErrs == 0 && h.received > 0, VerifyErrors: h.verifyErrs,
@@ -233,10 +258,11 @@ func (a *App) Run(ctx context.Context) int {
 	if h.firstVerifyErr != nil {
 		sum.FirstVerifyError = h.firstVerifyErr.Error()
 	}
+	a.addInjected(&sum)
 	if h.received > 0 {
 		sum.MallocsPerMsg = float64(allocs[0].Value.Uint64()-allocs0) / float64(h.received)
 	}
-	sum.OK = st.Missing == 0 && h.received > 0 &&
+	sum.OK = st.Lost == 0 && h.received > 0 &&
 		(a.s.Expect == 0 || h.received == a.s.Expect) && (!a.s.Verify || sum.VerifyOK)
 	if a.s.Format == "summary" {
 		a.screen(elapsed)
@@ -263,7 +289,7 @@ func (a *App) screen(elapsed time.Duration) {
 	fmt.Fprintf(w, "tickcast subscriber   %s   channels %v   %s\n\n", elapsed.Truncate(time.Second), a.sub.Channels(), a.s.Mode)
 	fmt.Fprintf(w, "  messages     %12d   %10.0f msg/s\n", a.h.received, float64(a.h.received)/elapsed.Seconds())
 	fmt.Fprintf(w, "  packets      %12d   A wins %d  B wins %d\n", st.Packets, st.WinsA, st.WinsB)
-	fmt.Fprintf(w, "  gaps         %12d   missing %d\n", st.Gaps, st.Missing)
+	fmt.Fprintf(w, "  gaps         %12d   missing %d\n", st.Gaps, st.Lost)
 	fmt.Fprintf(w, "  duplicates   %12d   foreign %d  malformed %d\n", st.DupMessages, st.Foreign, st.Malformed)
 	fmt.Fprintf(w, "  kernel drops %12d   ring full %d\n", st.KernelDrops, st.RingFull)
 	fmt.Fprintf(w, "  sessions     %12d   ended %d  abrupt %d\n", st.Sessions, st.Ended, st.Abrupt)
@@ -361,7 +387,7 @@ func (h *handler) Event(ev *tickcast.Event) {
 		h.gapLogs++
 		if h.gapLogs <= 20 || h.gapLogs%1000 == 0 {
 			log.Warn().Int("channel", ev.Channel).Str("line", ev.Line.String()).Str("session", ev.Session.String()).
-				Uint64("from", ev.Gap.From).Uint64("to", ev.Gap.To).Uint64("missing", ev.Gap.Len()).Int("gap_events", h.gapLogs).Msg("gap")
+				Uint64("from", ev.Range.From).Uint64("to", ev.Range.To).Uint64("missing", ev.Range.Len()).Int("gap_events", h.gapLogs).Msg("gap")
 		}
 	case tickcast.EventSessionStart:
 		log.Info().Int("channel", ev.Channel).Str("line", ev.Line.String()).Str("session", ev.Session.String()).Msg("session start")
@@ -374,4 +400,97 @@ func (h *handler) Event(ev *tickcast.Event) {
 	case tickcast.EventMalformed:
 		log.Debug().Int("channel", ev.Channel).Str("line", ev.Line.String()).Err(ev.Err).Msg("malformed packet dropped")
 	}
+}
+
+// Fault injection (a test facility, package ud/faults): the --inject-* and
+// --silence-line settings wrap each line's receiver in a faults.Receiver.
+
+// injectFaults returns newReceiver wrapped so that each receiver it opens
+// shows its datagrams with the faults the settings ask for, or newReceiver
+// itself when they ask for none. Every receiver gets its own seed, derived
+// from --inject-seed and its group. The silence applies to one line only:
+// the subscriber opens channel ch's A line on ChannelGroup(group, ch) and
+// its B line on ChannelGroup(groupB, ch), so a receiver's group tells its
+// line. When the two ranges of groups overlap (a group serving as A of one
+// channel and B of another) the line cannot be told, and --silence-line is
+// refused.
+func (a *App) injectFaults(newReceiver func(netip.AddrPort, *ud.Notifier) (ud.Receiver, error),
+	group, groupB netip.AddrPort) (func(netip.AddrPort, *ud.Notifier) (ud.Receiver, error), error) {
+	s := a.s
+	base := faults.Config{Loss: s.InjectLoss, Burst: s.InjectBurst, BurstLen: s.InjectBurstLen,
+		Dup: s.InjectDup, Reorder: s.InjectReorder}
+	line, after, dur, err := faults.ParseSilence(s.SilenceLine)
+	if err != nil {
+		return nil, cliconf.Invalid("silence-line", "%v", err)
+	}
+	silent := base
+	silent.Silence, silent.SilenceAfter, silent.SilenceFor = true, after, dur
+	for _, c := range []faults.Config{base, silent} {
+		if err := c.Validate(); err != nil {
+			field := map[string]string{"Loss": "inject-loss", "Burst": "inject-burst", "BurstLen": "inject-burst-len",
+				"Dup": "inject-dup", "Reorder": "inject-reorder"}[err.(*faults.ConfigError).Field]
+			if field == "" {
+				field = "silence-line"
+			}
+			return nil, cliconf.Invalid(field, "%v", err)
+		}
+	}
+	if !base.Enabled() && line == "" {
+		return newReceiver, nil
+	}
+	// inRange reports whether g is the group of one of the channels of
+	// the line whose channel 0 is on b.
+	inRange := func(g, b netip.AddrPort) bool {
+		ga, ba := g.Addr().As4(), b.Addr().As4()
+		off := uint64(uint32(ga[0])<<24|uint32(ga[1])<<16|uint32(ga[2])<<8|uint32(ga[3])) -
+			uint64(uint32(ba[0])<<24|uint32(ba[1])<<16|uint32(ba[2])<<8|uint32(ba[3]))
+		return b.IsValid() && g.Port() == b.Port() && off < uint64(s.Channels)
+	}
+	if line == "B" && !groupB.IsValid() {
+		return nil, cliconf.Invalid("silence-line", "%q: there is no B line without --group-b", s.SilenceLine)
+	}
+	if line != "" && groupB.IsValid() {
+		for ch := 0; ch < s.Channels; ch++ {
+			if g, _ := tickcast.ChannelGroup(groupB, ch); inRange(g, group) {
+				return nil, cliconf.Invalid("silence-line", "the A groups (--group) and B groups (--group-b) of the %d channels overlap, so a receiver's line cannot be told", s.Channels)
+			}
+		}
+	}
+	a.log.Warn().Float64("loss", s.InjectLoss).Float64("burst", s.InjectBurst).Int("burst_len", s.InjectBurstLen).
+		Float64("dup", s.InjectDup).Float64("reorder", s.InjectReorder).Str("silence_line", s.SilenceLine).
+		Uint64("seed", s.InjectSeed).Msg("fault injection on (test facility)")
+	opened := map[netip.AddrPort]uint64{}
+	return func(g netip.AddrPort, n *ud.Notifier) (ud.Receiver, error) {
+		cfg := base
+		isB := groupB.IsValid() && inRange(g, groupB)
+		if (line == "A" && !isB) || (line == "B" && isB) {
+			cfg = silent
+		}
+		ga := g.Addr().As4()
+		key := uint64(ga[0])<<40 | uint64(ga[1])<<32 | uint64(ga[2])<<24 | uint64(ga[3])<<16 | uint64(g.Port())
+		cfg.Seed = faults.DeriveSeed(s.InjectSeed, key|opened[g]<<48)
+		opened[g]++
+		r, err := newReceiver(g, n)
+		if err != nil {
+			return nil, err
+		}
+		w, err := faults.Wrap(r, cfg)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		a.inj = append(a.inj, w)
+		return w, nil
+	}, nil
+}
+
+// addInjected adds the injected faults of every receiver to sum.
+func (a *App) addInjected(sum *Summary) {
+	var f faults.Stats
+	for _, w := range a.inj {
+		f = f.Add(w.Faults())
+	}
+	sum.InjectedDroppedDatagrams, sum.InjectedDroppedMessages = f.DroppedDatagrams, f.DroppedMessages
+	sum.InjectedDuplicates, sum.InjectedReordered = f.Duplicated, f.Reordered
+	sum.SilencedDatagrams, sum.SilencedMessages = f.SilencedDatagrams, f.SilencedMessages
 }
