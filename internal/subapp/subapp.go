@@ -427,10 +427,12 @@ func (a *App) injectFaults(newReceiver func(netip.AddrPort, *ud.Notifier) (ud.Re
 	silent.Silence, silent.SilenceAfter, silent.SilenceFor = true, after, dur
 	for _, c := range []faults.Config{base, silent} {
 		if err := c.Validate(); err != nil {
-			field := map[string]string{"Loss": "inject-loss", "Burst": "inject-burst", "BurstLen": "inject-burst-len",
-				"Dup": "inject-dup", "Reorder": "inject-reorder"}[err.(*faults.ConfigError).Field]
-			if field == "" {
-				field = "silence-line"
+			field := "silence-line" // SilenceAfter, SilenceFor
+			if ce, ok := err.(*faults.ConfigError); ok {
+				if f, ok := map[string]string{"Loss": "inject-loss", "Burst": "inject-burst", "BurstLen": "inject-burst-len",
+					"Dup": "inject-dup", "Reorder": "inject-reorder"}[ce.Field]; ok {
+					field = f
+				}
 			}
 			return nil, cliconf.Invalid(field, "%v", err)
 		}
