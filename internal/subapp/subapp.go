@@ -23,6 +23,7 @@ import (
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/feed/verify"
 	"github.com/tickcast/tickcast/internal/cliconf"
+	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/faults"
 	"github.com/tickcast/tickcast/ud/udp"
@@ -48,6 +49,10 @@ type Settings struct {
 	Instruments  int           `flag:"instruments" default:"100" help:"synthetic instruments, for --verify"`
 	Expect       uint64        `flag:"expect" default:"0" help:"exit once this many messages arrived; fewer at exit is a failure (0: no expectation)"`
 	IdleTimeout  time.Duration `flag:"idle-timeout" default:"5s" help:"exit after this long without a packet"`
+	Window       int           `flag:"window" default:"32768" help:"messages that can wait out of order per channel (power of two)"`
+	GapDelay     time.Duration `flag:"gap-delay" default:"0s" help:"how long a gap waits for a late packet before it is requested from recovery"`
+	LostAfter    time.Duration `flag:"lost-after" default:"10ms" help:"how long a gap may stay unfilled before it is reported lost"`
+	StaleAfter   time.Duration `flag:"stale-after" default:"300ms" help:"silence (not even a heartbeat) after which a channel is reported stale"`
 	LogFormat    string        `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
 	LogLevel     string        `flag:"log-level" default:"info" help:"debug, info, warn or error"`
 
@@ -110,6 +115,18 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	if s.Channels < 1 || s.Channels > 1296 {
 		return nil, cliconf.Invalid("channels", "%d: want 1..1296", s.Channels)
 	}
+	if s.Window < 2 || s.Window&(s.Window-1) != 0 || s.Window > 1<<24 {
+		return nil, cliconf.Invalid("window", "%d: want a power of two in 2..16777216", s.Window)
+	}
+	if s.GapDelay < 0 {
+		return nil, cliconf.Invalid("gap-delay", "%v: must not be negative", s.GapDelay)
+	}
+	if s.LostAfter <= 0 {
+		return nil, cliconf.Invalid("lost-after", "%v: must be positive", s.LostAfter)
+	}
+	if s.StaleAfter <= 0 {
+		return nil, cliconf.Invalid("stale-after", "%v: must be positive", s.StaleAfter)
+	}
 	if s.IdleTimeout <= 0 {
 		return nil, cliconf.Invalid("idle-timeout", "%v: must be positive", s.IdleTimeout)
 	}
@@ -146,6 +163,7 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	a.sub, err = tickcast.NewSubscriber(tickcast.SubscriberConfig{
 		Channels: s.Channels, Join: join, GroupA: group, GroupB: groupB,
 		NewReceiver: newReceiver,
+		Tracker:     seqgap.Config{Window: s.Window, GapDelay: s.GapDelay, LostAfter: s.LostAfter, StaleAfter: s.StaleAfter},
 	})
 	if err != nil {
 		return nil, err
@@ -165,6 +183,15 @@ type Summary struct {
 	Packets          uint64  `json:"packets"`
 	Gaps             uint64  `json:"gaps"`
 	Missing          uint64  `json:"missing"`
+	LostRanges       uint64  `json:"lost_ranges"`
+	Recovered        uint64  `json:"recovered"`
+	Requests         uint64  `json:"requests"`
+	Reordered        uint64  `json:"reordered"`
+	WindowFull       uint64  `json:"window_full"`
+	InstrumentGaps   uint64  `json:"instrument_gaps"`
+	Stale            uint64  `json:"stale"`
+	PacketsA         uint64  `json:"packets_a"`
+	PacketsB         uint64  `json:"packets_b"`
 	Duplicates       uint64  `json:"duplicates"`
 	DupPackets       uint64  `json:"duplicate_packets"`
 	Foreign          uint64  `json:"foreign"`
@@ -249,6 +276,8 @@ func (a *App) Run(ctx context.Context) int {
 	sum := Summary{
 		Role: "subscriber", Channels: a.sub.Channels(), Received: h.received, Expected: a.s.Expect,
 		Packets: st.Packets, Gaps: st.Gaps, Missing: st.Lost, Duplicates: st.DupMessages, DupPackets: st.DupPackets,
+		LostRanges: st.LostRanges, Recovered: st.Recovered, Requests: st.Requests, Reordered: st.Held, WindowFull: st.Overflow,
+		InstrumentGaps: st.InstrumentGaps, Stale: st.Stale, PacketsA: st.PacketsA, PacketsB: st.PacketsB,
 		Foreign: st.Foreign, Malformed: st.Malformed, KernelDrops: st.KernelDrops, RingFull: st.RingFull,
 		Sessions: st.Sessions, SessionsEnded: st.Ended, SessionsAbrupt: st.Abrupt, WinsA: st.WinsA, WinsB: st.WinsB,
 		Verify: a.s.Verify, VerifyOK: a.s.Verify && h.verifyErrs == 0 && h.received > 0, VerifyErrors: h.verifyErrs,
@@ -307,7 +336,8 @@ type handler struct {
 	received       uint64
 	verifyErrs     uint64
 	firstVerifyErr error
-	gapLogs        int
+	lostLogs       int
+	instLogs       int
 	m              feed.Msg
 	line           []byte
 }
@@ -380,26 +410,52 @@ func (h *handler) print(ch int, seq uint64, msg []byte, recvNs int64) {
 
 func (h *handler) Event(ev *tickcast.Event) {
 	log := h.app.log
+	stream := func(e *zerolog.Event) *zerolog.Event {
+		return e.Int("channel", ev.Channel).Str("line", lineName(ev.Line)).Str("session", ev.Session.String())
+	}
 	switch ev.Kind {
 	case tickcast.EventGap:
-		// A loss storm must not flood the log: the first 20 gaps are logged,
-		// then one in a thousand; the summary counts them all.
-		h.gapLogs++
-		if h.gapLogs <= 20 || h.gapLogs%1000 == 0 {
-			log.Warn().Int("channel", ev.Channel).Str("line", ev.Line.String()).Str("session", ev.Session.String()).
-				Uint64("from", ev.Range.From).Uint64("to", ev.Range.To).Uint64("missing", ev.Range.Len()).Int("gap_events", h.gapLogs).Msg("gap")
+		// Gaps are routine (most are filled); the ones that are not show up
+		// as lost below.
+		stream(log.Debug()).Uint64("from", ev.Range.From).Uint64("to", ev.Range.To).Msg("gap")
+	case tickcast.EventRequest:
+		stream(log.Debug()).Uint64("from", ev.Range.From).Uint64("to", ev.Range.To).Msg("recovery requested")
+	case tickcast.EventLost:
+		// A loss storm must not flood the log: the first 20 losses are
+		// logged, then one in a thousand; the summary counts them all.
+		h.lostLogs++
+		if h.lostLogs <= 20 || h.lostLogs%1000 == 0 {
+			stream(log.Warn()).Uint64("from", ev.Range.From).Uint64("to", ev.Range.To).Uint64("messages", ev.Range.Len()).
+				Str("reason", ev.Reason.String()).Int("lost_events", h.lostLogs).Msg("messages lost")
+		}
+	case tickcast.EventInstrumentGap:
+		h.instLogs++
+		if h.instLogs <= 20 || h.instLogs%1000 == 0 {
+			stream(log.Info()).Uint32("instrument", ev.Instrument).Uint64("inst_seq_from", ev.Range.From).
+				Uint64("inst_seq_to", ev.Range.To).Int("instrument_gap_events", h.instLogs).Msg("instrument missed messages")
 		}
 	case tickcast.EventSessionStart:
-		log.Info().Int("channel", ev.Channel).Str("line", ev.Line.String()).Str("session", ev.Session.String()).Msg("session start")
+		stream(log.Info()).Msg("session start")
 	case tickcast.EventSessionEnd:
-		log.Info().Int("channel", ev.Channel).Str("line", ev.Line.String()).Str("session", ev.Session.String()).Uint64("last_seq", ev.LastSeq).Msg("end of session")
+		stream(log.Info()).Uint64("last_seq", ev.LastSeq).Msg("end of session")
 	case tickcast.EventSessionAbrupt:
-		log.Warn().Int("channel", ev.Channel).Str("session", ev.Session.String()).Uint64("last_seq", ev.LastSeq).Msg("session replaced without end of session")
+		stream(log.Warn()).Uint64("last_seq", ev.LastSeq).Msg("session replaced without end of session")
+	case tickcast.EventStale:
+		stream(log.Warn()).Msg("channel stale: nothing received, not even heartbeats")
+	case tickcast.EventFresh:
+		stream(log.Info()).Msg("channel receiving again")
 	case tickcast.EventForeign:
-		log.Debug().Int("channel", ev.Channel).Str("line", ev.Line.String()).Str("session", ev.Session.String()).Msg("foreign packet dropped")
+		stream(log.Debug()).Msg("foreign packet dropped")
 	case tickcast.EventMalformed:
-		log.Debug().Int("channel", ev.Channel).Str("line", ev.Line.String()).Err(ev.Err).Msg("malformed packet dropped")
+		stream(log.Debug()).Err(ev.Err).Msg("malformed packet dropped")
 	}
+}
+
+func lineName(l tickcast.Line) string {
+	if l == seqgap.LineRecovery {
+		return "recovery"
+	}
+	return l.String()
 }
 
 // Fault injection (a test facility, package ud/faults): the --inject-* and

@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestInjectedLossIsExactlyMissing: with 5% of datagrams dropped by the
+// injector and no recovery, the messages the subscriber reports missing are
+// exactly the messages inside the dropped datagrams, and every message that
+// did arrive verifies.
+func TestInjectedLossIsExactlyMissing(t *testing.T) {
+	ga, _, _ := groups(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const count = 200_000
+	sub := start(t, ctx, subscriberBin, "--verify", "--group", ga, "--inject-loss", "0.05", "--inject-seed", "7", "--idle-timeout", "3s")
+	sub.waitLog(t, `"subscribed"`, 10*time.Second)
+	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "200000", "--group", ga)
+	if code := fh.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("feedhandler exit %d", code)
+	}
+	sub.wait(t, 20*time.Second)
+	s := sub.summary(t)
+	missing, dropped := num(t, s, "missing"), num(t, s, "injected_dropped_messages")
+	t.Logf("injector dropped %d datagrams holding %d messages; subscriber: %d received, %d missing in %d lost ranges, kernel drops %d, verify_ok %v",
+		num(t, s, "injected_dropped_datagrams"), dropped, num(t, s, "received"), missing, num(t, s, "lost_ranges"), num(t, s, "kernel_drops"), s["verify_ok"])
+	if num(t, s, "kernel_drops") != 0 {
+		t.Fatalf("the kernel dropped %d datagrams too; the comparison needs a rate this machine sustains", num(t, s, "kernel_drops"))
+	}
+	if dropped == 0 || missing != dropped {
+		t.Fatalf("missing %d, injector dropped %d messages", missing, dropped)
+	}
+	if num(t, s, "received")+missing != count || s["verify_ok"] != true {
+		t.Fatalf("received %d + missing %d != %d, or verification failed: %v", num(t, s, "received"), missing, count, s)
+	}
+	if num(t, s, "instrument_gaps") == 0 {
+		t.Fatalf("losses touched no instrument's sequence?")
+	}
+}
+
+// TestSilencedLineA: A and B lines; line A goes silent 200 ms into the run.
+// Nothing is missing, no gap is even seen, A's packet count stalls while B
+// keeps winning.
+func TestSilencedLineA(t *testing.T) {
+	ga, gb, _ := groups(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const count = 200_000
+	sub := start(t, ctx, subscriberBin, "--verify", "--group", ga, "--group-b", gb, "--silence-line", "A:200ms", "--expect", strconv.Itoa(count))
+	sub.waitLog(t, `"subscribed"`, 10*time.Second)
+	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "200000", "--group", ga, "--group-b", gb)
+	if code := fh.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("feedhandler exit %d", code)
+	}
+	code := sub.wait(t, 20*time.Second)
+	s := sub.summary(t)
+	pa, pb := num(t, s, "packets_a"), num(t, s, "packets_b")
+	t.Logf("packets A %d (silenced %d), B %d; wins A %d, B %d; gaps %d, missing %d",
+		pa, num(t, s, "silenced_datagrams"), pb, num(t, s, "wins_a"), num(t, s, "wins_b"), num(t, s, "gaps"), num(t, s, "missing"))
+	if code != 0 || num(t, s, "missing") != 0 || num(t, s, "gaps") != 0 || s["verify_ok"] != true {
+		t.Fatalf("exit %d: %v", code, s)
+	}
+	if num(t, s, "silenced_datagrams") == 0 || pa >= pb || num(t, s, "wins_b") <= num(t, s, "wins_a") {
+		t.Fatalf("line A was not silenced as asked: %v", s)
+	}
+}
