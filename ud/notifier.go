@@ -28,8 +28,10 @@ func NewNotifier() *Notifier {
 	return &Notifier{wake: make(chan struct{}, 1), timer: t}
 }
 
-// signal wakes the consumer if it announced it is waiting. Producers call it.
-func (n *Notifier) signal() {
+// Signal wakes the consumer if it announced it is waiting. Rings call it
+// after publishing; other producers of work for the consumer (recovery
+// answers) call it too.
+func (n *Notifier) Signal() {
 	if n.waiting.Load() {
 		select {
 		case n.wake <- struct{}{}:

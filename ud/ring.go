@@ -170,7 +170,7 @@ func (r *Ring) Publish(n int) {
 	}
 	r.tail.Store(t + uint64(n))
 	if r.notifier != nil {
-		r.notifier.signal()
+		r.notifier.Signal()
 	}
 	if r.consWaiting.Load() {
 		select {

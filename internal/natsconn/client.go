@@ -1,0 +1,281 @@
+package natsconn
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// DefaultReconnectWait is the pause between reconnect attempts by default.
+const DefaultReconnectWait = 250 * time.Millisecond
+
+// reconnectLogEvery is how often a run of identical reconnect failures is
+// reported.
+const reconnectLogEvery = 10 * time.Second
+
+// Events passed to Connect's log function.
+const (
+	// EventConnected: the connection is up for the first time (err nil).
+	EventConnected = "connected"
+	// EventDisconnected: the connection was lost (err says why, if known).
+	EventDisconnected = "disconnected"
+	// EventReconnectFailed: an attempt to (re)connect failed; repeats of
+	// the same error are reported at most every 10 s.
+	EventReconnectFailed = "reconnect-failed"
+	// EventReconnected: the connection is up again (err nil).
+	EventReconnected = "reconnected"
+	// EventClosed: the connection is closed for good (err is its last
+	// error, nil after Close).
+	EventClosed = "closed"
+	// EventError: an asynchronous error, such as a permissions violation
+	// (errors.Is(err, nats.ErrPermissionViolation)) or a slow consumer.
+	EventError = "error"
+)
+
+// ConnConfig says how to reach and authenticate to NATS. At most one of
+// User/Password, Token, NKeySeedFile and CredsFile may be used.
+type ConnConfig struct {
+	// URL is the server URL, or several separated by commas; required.
+	URL string
+	// Name is the connection's name as the server shows it.
+	Name string
+	// User and Password authenticate by user name and password.
+	User, Password string
+	// Token authenticates with a token.
+	Token string
+	// NKeySeedFile is a file holding the user's nkey seed ("SU...").
+	NKeySeedFile string
+	// CredsFile is a NATS credentials file (user JWT and seed).
+	CredsFile string
+	// TLSCA is a PEM file of CAs to trust for the server's certificate;
+	// when empty the system's roots are used.
+	TLSCA string
+	// TLSCert and TLSKey are the client certificate and its key, for
+	// servers that require one.
+	TLSCert, TLSKey string
+	// InboxPrefix replaces "_INBOX" in the reply subjects of this
+	// connection's requests; a subscriber user sets UserInboxPrefix(name).
+	InboxPrefix string
+	// ReconnectWait is the pause between reconnect attempts; default
+	// DefaultReconnectWait.
+	ReconnectWait time.Duration
+}
+
+// validate checks cfg; errors name the field.
+func (cfg ConnConfig) validate() error {
+	if strings.TrimSpace(cfg.URL) == "" {
+		return errors.New("ConnConfig.URL: required")
+	}
+	for _, u := range strings.Split(cfg.URL, ",") {
+		if _, err := url.Parse(strings.TrimSpace(u)); err != nil {
+			return fmt.Errorf("ConnConfig.URL: %w", err)
+		}
+	}
+	switch {
+	case cfg.User != "" && cfg.Password == "":
+		return errors.New("ConnConfig.Password: required with User")
+	case cfg.Password != "" && cfg.User == "":
+		return errors.New("ConnConfig.User: required with Password")
+	case cfg.TLSCert != "" && cfg.TLSKey == "":
+		return errors.New("ConnConfig.TLSKey: required with TLSCert")
+	case cfg.TLSKey != "" && cfg.TLSCert == "":
+		return errors.New("ConnConfig.TLSCert: required with TLSKey")
+	case cfg.ReconnectWait < 0:
+		return fmt.Errorf("ConnConfig.ReconnectWait %v: must not be negative", cfg.ReconnectWait)
+	}
+	var methods []string
+	if cfg.User != "" {
+		methods = append(methods, "User")
+	}
+	if cfg.Token != "" {
+		methods = append(methods, "Token")
+	}
+	if cfg.NKeySeedFile != "" {
+		methods = append(methods, "NKeySeedFile")
+	}
+	if cfg.CredsFile != "" {
+		methods = append(methods, "CredsFile")
+	}
+	if len(methods) > 1 {
+		return fmt.Errorf("ConnConfig.%s: exclusive with %s", methods[1], methods[0])
+	}
+	if p := cfg.InboxPrefix; p != "" && (strings.ContainsAny(p, "*> \t\r\n") || strings.HasSuffix(p, ".") || strings.HasPrefix(p, ".") || strings.Contains(p, "..")) {
+		return fmt.Errorf("ConnConfig.InboxPrefix %q: not a literal subject prefix", p)
+	}
+	for _, f := range []struct{ field, path string }{
+		{"NKeySeedFile", cfg.NKeySeedFile}, {"CredsFile", cfg.CredsFile},
+		{"TLSCA", cfg.TLSCA}, {"TLSCert", cfg.TLSCert}, {"TLSKey", cfg.TLSKey},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("ConnConfig.%s: %w", f.field, err)
+		}
+	}
+	return nil
+}
+
+// options translates a validated config, and the log function, into
+// nats.go options.
+func (cfg ConnConfig) options(log func(event string, err error)) ([]nats.Option, error) {
+	wait := cfg.ReconnectWait
+	if wait == 0 {
+		wait = DefaultReconnectWait
+	}
+	rl := &reconnectLog{log: log}
+	opts := []nats.Option{
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(wait),
+		// Reconnect forever: an authentication failure after a server
+		// restart is reported and retried, not final.
+		nats.IgnoreAuthErrorAbort(),
+		nats.ConnectHandler(func(*nats.Conn) { log(EventConnected, nil) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log(EventDisconnected, err) }),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { rl.failed(err) }),
+		nats.ReconnectHandler(func(*nats.Conn) { rl.reset(); log(EventReconnected, nil) }),
+		nats.ClosedHandler(func(nc *nats.Conn) { log(EventClosed, nc.LastError()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				err = fmt.Errorf("subscription %q: %w", sub.Subject, err)
+			}
+			log(EventError, err)
+		}),
+	}
+	if cfg.Name != "" {
+		opts = append(opts, nats.Name(cfg.Name))
+	}
+	if cfg.User != "" {
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	}
+	if cfg.Token != "" {
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	if cfg.NKeySeedFile != "" {
+		o, err := nats.NkeyOptionFromSeed(cfg.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("ConnConfig.NKeySeedFile: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLSCA))
+	}
+	if cfg.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
+	}
+	if cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
+	}
+	return opts, nil
+}
+
+// Connect validates cfg and connects. log, which may be nil, receives the
+// connection's events (the Event constants) with their errors; it runs on
+// the connection's callback goroutine and must not block.
+//
+// A server that cannot be reached (nothing listening, a dial timeout, a
+// name that does not resolve yet) is not an error: Connect returns a
+// connection that keeps trying every ReconnectWait, buffers what is
+// published meanwhile, and becomes usable when a server is up. A server
+// that is reached but refuses the client (an authorization violation, a
+// TLS failure) is an error, since retrying would not help; an authorization
+// failure matches errors.Is(err, nats.ErrAuthorization). Once connected,
+// the connection reconnects forever.
+func Connect(cfg ConnConfig, log func(event string, err error)) (*nats.Conn, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("natsconn: %w", err)
+	}
+	if log == nil {
+		log = func(string, error) {}
+	}
+	opts, err := cfg.options(log)
+	if err != nil {
+		return nil, fmt.Errorf("natsconn: %w", err)
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err == nil {
+		return nc, nil
+	}
+	if !unreachable(err) {
+		return nil, fmt.Errorf("natsconn: connect to %s: %w", redactURL(cfg.URL), classify(err))
+	}
+	// Nothing answered: keep trying in the background.
+	nc, err = nats.Connect(cfg.URL, append(opts, nats.RetryOnFailedConnect(true))...)
+	if err != nil {
+		return nil, fmt.Errorf("natsconn: connect to %s: %w", redactURL(cfg.URL), classify(err))
+	}
+	return nc, nil
+}
+
+// unreachable reports whether a connect error means no server answered, as
+// opposed to a server that answered and refused.
+func unreachable(err error) bool {
+	if errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// classify maps a server's authorization refusal, which nats.go returns as
+// plain text, to nats.ErrAuthorization.
+func classify(err error) error {
+	if strings.Contains(strings.ToLower(err.Error()), "authorization violation") && !errors.Is(err, nats.ErrAuthorization) {
+		return nats.ErrAuthorization
+	}
+	return err
+}
+
+// redactURL hides passwords in URLs for error messages.
+func redactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// reconnectLog reports reconnect failures, collapsing runs of the same
+// error to one report every reconnectLogEvery.
+type reconnectLog struct {
+	log  func(string, error)
+	mu   sync.Mutex
+	last string
+	at   time.Time
+}
+
+func (r *reconnectLog) failed(err error) {
+	msg := fmt.Sprint(err)
+	r.mu.Lock()
+	report := msg != r.last || time.Since(r.at) >= reconnectLogEvery
+	if report {
+		r.last, r.at = msg, time.Now()
+	}
+	r.mu.Unlock()
+	if report {
+		r.log(EventReconnectFailed, err)
+	}
+}
+
+func (r *reconnectLog) reset() {
+	r.mu.Lock()
+	r.last = ""
+	r.mu.Unlock()
+}

@@ -1,0 +1,259 @@
+package natsconn
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// authServer runs a server with a feed handler "fh" and subscribers "alice"
+// and "bob" on feed "tickcast".
+func authServer(t *testing.T) *Server {
+	t.Helper()
+	users, err := ParseUsers("fh:fh-secret:feedhandler,alice:pw1:subscriber,bob:pw:2:subscriber")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startServer(t, ServerConfig{Users: users})
+}
+
+func connectAs(t *testing.T, s *Server, user, password string) (*nats.Conn, *recorder) {
+	t.Helper()
+	cfg := ConnConfig{URL: s.ClientURL(), Name: user, User: user, Password: password}
+	if user != "fh" {
+		cfg.InboxPrefix = UserInboxPrefix(user)
+	}
+	return connect(t, cfg)
+}
+
+// respond answers every request on subject with parts data parts and a
+// final marker, as the recovery server does.
+func respond(t *testing.T, fh *nats.Conn, subject string, parts int) {
+	t.Helper()
+	_, err := fh.Subscribe(subject, func(m *nats.Msg) {
+		for i := 1; i <= parts; i++ {
+			r := nats.NewMsg(m.Reply)
+			r.Header.Set("Tickcast-Part", strconv.Itoa(i))
+			r.Data = []byte("part " + strconv.Itoa(i) + " of " + string(m.Data))
+			if err := fh.PublishMsg(r); err != nil {
+				t.Errorf("reply: %v", err)
+			}
+		}
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set("Tickcast-Final", strconv.Itoa(parts))
+		if err := fh.PublishMsg(r); err != nil {
+			t.Errorf("final: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// request sends a request on subject and reads parts data parts and the
+// final marker from the reply inbox.
+func request(t *testing.T, nc *nats.Conn, subject, payload string, parts int) string {
+	t.Helper()
+	inbox := nc.NewInbox()
+	sub := subscribeSync(t, nc, inbox)
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest(subject, inbox, []byte(payload)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= parts; i++ {
+		m := expectMsg(t, sub, "part "+strconv.Itoa(i)+" of "+payload)
+		if got := m.Header.Get("Tickcast-Part"); got != strconv.Itoa(i) {
+			t.Fatalf("part header %q, want %d", got, i)
+		}
+	}
+	m := expectMsg(t, sub, "")
+	if got := m.Header.Get("Tickcast-Final"); got != strconv.Itoa(parts) {
+		t.Fatalf("final header %q, want %d", got, parts)
+	}
+	return inbox
+}
+
+func TestSubscriberRequestsFeedHandlerReplies(t *testing.T) {
+	s := authServer(t)
+	fh, _ := connectAs(t, s, "fh", "fh-secret")
+	alice, arec := connectAs(t, s, "alice", "pw1")
+	respond(t, fh, "tickcast.tickcast.retransmit.>", 3)
+	respond(t, fh, "tickcast.tickcast.snapshot.>", 5)
+
+	inbox := request(t, alice, "tickcast.tickcast.retransmit.0", "gap", 3)
+	if !strings.HasPrefix(inbox, "_INBOX_alice.") {
+		t.Errorf("inbox %q not under alice's prefix", inbox)
+	}
+	request(t, alice, "tickcast.tickcast.snapshot.7", "snap", 5)
+	// The request helper of nats.go works too (it takes the first part).
+	m, err := alice.Request("tickcast.tickcast.retransmit.1", []byte("one"), wait)
+	if err != nil {
+		t.Fatalf("Request: %v", err)
+	}
+	if string(m.Data) != "part 1 of one" {
+		t.Errorf("Request reply %q", m.Data)
+	}
+	select {
+	case e := <-arec.ch:
+		if e.name == EventError {
+			t.Errorf("alice got an error: %v", e.err)
+		}
+	default:
+	}
+}
+
+func TestSubscriberCannotPublishLive(t *testing.T) {
+	s := authServer(t)
+	fh, _ := connectAs(t, s, "fh", "fh-secret")
+	alice, arec := connectAs(t, s, "alice", "pw1")
+	bob, _ := connectAs(t, s, "bob", "pw:2")
+	live := subscribeSync(t, bob, "tickcast.tickcast.live.>")
+
+	if err := alice.Publish("tickcast.tickcast.live.0", []byte("forged")); err != nil {
+		t.Fatal(err)
+	}
+	err := arec.waitFor(EventError, isPermViolation)
+	if !strings.Contains(err.Error(), "tickcast.tickcast.live.0") {
+		t.Errorf("violation does not name the subject: %v", err)
+	}
+	// The feed handler's publish arrives, and it is the first thing bob sees.
+	if err := fh.Publish("tickcast.tickcast.live.0", []byte("real")); err != nil {
+		t.Fatal(err)
+	}
+	expectMsg(t, live, "real")
+	expectNone(t, live)
+
+	// Nor may a subscriber publish anything else, such as a reply subject.
+	if err := alice.Publish("_INBOX_bob.x.y", []byte("forged")); err != nil {
+		t.Fatal(err)
+	}
+	arec.waitFor(EventError, isPermViolation)
+}
+
+func TestSubscriberCannotReadAnotherInbox(t *testing.T) {
+	s := authServer(t)
+	fh, _ := connectAs(t, s, "fh", "fh-secret")
+	alice, _ := connectAs(t, s, "alice", "pw1")
+	bob, brec := connectAs(t, s, "bob", "pw:2")
+	respond(t, fh, "tickcast.tickcast.retransmit.>", 2)
+
+	spy, err := bob.SubscribeSync("_INBOX_alice.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	err = brec.waitFor(EventError, isPermViolation)
+	if !strings.Contains(err.Error(), "_INBOX_alice.>") {
+		t.Errorf("violation does not name the subject: %v", err)
+	}
+	// The same holds for the default inbox prefix and for everything.
+	everything, err := bob.SubscribeSync(">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	brec.waitFor(EventError, isPermViolation)
+
+	request(t, alice, "tickcast.tickcast.retransmit.0", "mine", 2)
+	expectNone(t, spy)
+	expectNone(t, everything)
+}
+
+func TestFeedHandlerRepliesOnlyToRequests(t *testing.T) {
+	s := authServer(t)
+	fh, frec := connectAs(t, s, "fh", "fh-secret")
+	alice, _ := connectAs(t, s, "alice", "pw1")
+	inbox := subscribeSync(t, alice, UserInboxPrefix("alice")+".>")
+
+	// An unsolicited message to alice's inbox is refused.
+	if err := fh.Publish(UserInboxPrefix("alice")+".x.1", []byte("unsolicited")); err != nil {
+		t.Fatal(err)
+	}
+	frec.waitFor(EventError, isPermViolation)
+	expectNone(t, inbox)
+	// The feed handler may not subscribe to live data or inboxes either.
+	if _, err := fh.SubscribeSync("tickcast.tickcast.live.>"); err != nil {
+		t.Fatal(err)
+	}
+	frec.waitFor(EventError, isPermViolation)
+	// Nor publish on another feed's subjects.
+	if err := fh.Publish("tickcast.other.live.0", nil); err != nil {
+		t.Fatal(err)
+	}
+	frec.waitFor(EventError, isPermViolation)
+}
+
+func TestSubscriberNeedsItsInboxPrefix(t *testing.T) {
+	s := authServer(t)
+	fh, _ := connectAs(t, s, "fh", "fh-secret")
+	respond(t, fh, "tickcast.tickcast.retransmit.>", 1)
+	// alice with the default prefix cannot read her replies.
+	nc, rec := connect(t, ConnConfig{URL: s.ClientURL(), User: "alice", Password: "pw1"})
+	_, err := nc.Request("tickcast.tickcast.retransmit.0", []byte("x"), 500*time.Millisecond)
+	if err == nil {
+		t.Fatal("request with the default inbox prefix got a reply")
+	}
+	rec.waitFor(EventError, isPermViolation)
+}
+
+func TestAuthFailures(t *testing.T) {
+	s := authServer(t)
+	for _, tc := range []struct{ name, user, pass string }{
+		{"wrong password", "alice", "nope"},
+		{"unknown user", "mallory", "pw1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			nc, err := Connect(ConnConfig{URL: s.ClientURL(), User: tc.user, Password: tc.pass}, nil)
+			if err == nil {
+				nc.Close()
+				t.Fatal("connected")
+			}
+			if !errors.Is(err, nats.ErrAuthorization) {
+				t.Errorf("error %v is not nats.ErrAuthorization", err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("took %v to fail", d)
+			}
+		})
+	}
+	t.Run("anonymous", func(t *testing.T) {
+		nc, err := Connect(ConnConfig{URL: s.ClientURL()}, nil)
+		if err == nil {
+			nc.Close()
+			t.Fatal("connected")
+		}
+		if !errors.Is(err, nats.ErrAuthorization) {
+			t.Errorf("error %v is not nats.ErrAuthorization", err)
+		}
+	})
+}
+
+func TestToken(t *testing.T) {
+	s := startServer(t, ServerConfig{Token: "s3cret"})
+	a, _ := connect(t, ConnConfig{URL: s.ClientURL(), Token: "s3cret"})
+	b, _ := connect(t, ConnConfig{URL: s.ClientURL(), Token: "s3cret"})
+	sub := subscribeSync(t, b, "anything.goes")
+	if err := a.Publish("anything.goes", []byte("tok")); err != nil {
+		t.Fatal(err)
+	}
+	expectMsg(t, sub, "tok")
+	for _, tok := range []string{"wrong", ""} {
+		nc, err := Connect(ConnConfig{URL: s.ClientURL(), Token: tok}, nil)
+		if err == nil {
+			nc.Close()
+			t.Fatalf("token %q connected", tok)
+		}
+		if !errors.Is(err, nats.ErrAuthorization) {
+			t.Errorf("token %q: error %v is not nats.ErrAuthorization", tok, err)
+		}
+	}
+}

@@ -1,0 +1,255 @@
+package natsconn
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+)
+
+// Role is what a user may do on the recovery subjects; see the package doc.
+type Role uint8
+
+const (
+	// RoleNone is the zero Role; a user must have another one.
+	RoleNone Role = iota
+	// RoleFeedHandler publishes live data and answers retransmit and
+	// snapshot requests.
+	RoleFeedHandler
+	// RoleSubscriber receives live data and sends retransmit and snapshot
+	// requests, reading the replies on its own inbox prefix.
+	RoleSubscriber
+)
+
+// String returns the role's name as [ParseRole] accepts it.
+func (r Role) String() string {
+	switch r {
+	case RoleFeedHandler:
+		return "feedhandler"
+	case RoleSubscriber:
+		return "subscriber"
+	case RoleNone:
+		return "none"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// ParseRole parses "feedhandler" (or "feed-handler") and "subscriber",
+// in any case.
+func ParseRole(s string) (Role, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "feedhandler", "feed-handler":
+		return RoleFeedHandler, nil
+	case "subscriber":
+		return RoleSubscriber, nil
+	}
+	return RoleNone, fmt.Errorf("unknown role %q (want feedhandler or subscriber)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (r Role) MarshalText() ([]byte, error) {
+	if r != RoleFeedHandler && r != RoleSubscriber {
+		return nil, fmt.Errorf("natsconn: cannot marshal %v", r)
+	}
+	return []byte(r.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with [ParseRole].
+func (r *Role) UnmarshalText(b []byte) error {
+	v, err := ParseRole(string(b))
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
+
+// User is one account of the embedded server. It authenticates either with
+// Password (plain, or a bcrypt hash starting with "$2") or with NKey, the
+// public user nkey ("U..."), whose seed the client holds; never both.
+type User struct {
+	// Name identifies the user, and names a subscriber's inbox prefix
+	// (see [UserInboxPrefix]): letters, digits, '-' and '_' only.
+	Name string
+	// Password is the user's password; empty for an NKey user.
+	Password string
+	// NKey is the user's public nkey; empty for a password user.
+	NKey string
+	// Role says what the user may publish and subscribe to.
+	Role Role
+}
+
+// ReplyWindow is how long after receiving a request a feed-handler user may
+// publish reply parts to its reply subject.
+const ReplyWindow = 2 * time.Minute
+
+// UserInboxPrefix returns the inbox prefix of the named user,
+// "_INBOX_<name>": a subscriber passes it as [ConnConfig.InboxPrefix], and
+// the server lets only that user subscribe below it.
+func UserInboxPrefix(name string) string { return "_INBOX_" + name }
+
+// validName reports whether s is usable as a user name, and so as part of a
+// single subject token.
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validate checks one user on its own.
+func (u User) validate() error {
+	if !validName(u.Name) {
+		return fmt.Errorf("user %q: Name: want letters, digits, '-' or '_'", u.Name)
+	}
+	switch {
+	case u.Password != "" && u.NKey != "":
+		return fmt.Errorf("user %q: Password and NKey are exclusive", u.Name)
+	case u.Password == "" && u.NKey == "":
+		return fmt.Errorf("user %q: Password or NKey required", u.Name)
+	case u.NKey != "" && !nkeys.IsValidPublicUserKey(u.NKey):
+		return fmt.Errorf("user %q: NKey is not a public user nkey (U...)", u.Name)
+	}
+	if u.Role != RoleFeedHandler && u.Role != RoleSubscriber {
+		return fmt.Errorf("user %q: Role %v: want RoleFeedHandler or RoleSubscriber", u.Name, u.Role)
+	}
+	return nil
+}
+
+// permissions returns what u may do on feed's subjects.
+func permissions(feed string, u User) *server.Permissions {
+	p := "tickcast." + feed + "."
+	switch u.Role {
+	case RoleFeedHandler:
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{p + "live.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{p + "retransmit.>", p + "snapshot.>"}},
+			// MaxMsgs -1: a multi-part reply has as many parts as it needs;
+			// the window bounds it in time instead.
+			Response: &server.ResponsePermission{MaxMsgs: -1, Expires: ReplyWindow},
+		}
+	case RoleSubscriber:
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{p + "retransmit.*", p + "snapshot.*"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{p + "live.>", UserInboxPrefix(u.Name) + ".>"}},
+		}
+	}
+	// Unreachable after validation; deny everything rather than allow.
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{}},
+		Subscribe: &server.SubjectPermission{Allow: []string{}},
+	}
+}
+
+// ParseUsers parses a compact, comma-separated list of users:
+//
+//	fh:secret:feedhandler,alice:pw1:subscriber,bob:nkey=UABC...:subscriber
+//
+// Each entry is name:secret:role. The secret is a password, which may
+// contain ':' but not ',', or "nkey=" followed by the user's public nkey.
+// Spaces around entries are ignored. An empty spec gives no users. Errors
+// name the entry by position and user name, never by its secret.
+func ParseUsers(spec string) ([]User, error) {
+	if strings.TrimSpace(spec) == "" {
+		return nil, nil
+	}
+	var users []User
+	for i, entry := range strings.Split(spec, ",") {
+		u, err := parseUser(strings.TrimSpace(entry))
+		if err != nil {
+			return nil, fmt.Errorf("natsconn: users entry %d%s", i+1, err)
+		}
+		users = append(users, u)
+	}
+	if err := checkUnique(users, func(i int) string { return fmt.Sprintf("entry %d", i+1) }); err != nil {
+		return nil, err
+	}
+	return users, nil
+}
+
+// LoadUsersFile reads users from a file, one name:secret:role entry (as in
+// [ParseUsers]) a line. Blank lines and lines whose first non-space
+// character is '#' are skipped; a '#' elsewhere belongs to the entry, since
+// passwords may contain it. Passwords may contain ',' here. Errors name the
+// file and line.
+func LoadUsersFile(path string) ([]User, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("natsconn: users file: %w", err)
+	}
+	defer f.Close()
+	var users []User
+	var lines []int
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		u, err := parseUser(line)
+		if err != nil {
+			return nil, fmt.Errorf("natsconn: %s:%d%s", path, n, err)
+		}
+		users = append(users, u)
+		lines = append(lines, n)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("natsconn: users file %s: %w", path, err)
+	}
+	if err := checkUnique(users, func(i int) string { return fmt.Sprintf("%s:%d", path, lines[i]) }); err != nil {
+		return nil, err
+	}
+	return users, nil
+}
+
+// parseUser parses one name:secret:role entry. Its error starts with ": ",
+// to follow the entry's position.
+func parseUser(entry string) (User, error) {
+	first := strings.IndexByte(entry, ':')
+	last := strings.LastIndexByte(entry, ':')
+	if entry == "" {
+		return User{}, errors.New(": empty (want name:secret:role)")
+	}
+	if first < 0 || first == last {
+		return User{}, errors.New(": want name:secret:role")
+	}
+	u := User{Name: strings.TrimSpace(entry[:first])}
+	secret := entry[first+1 : last]
+	if k, ok := strings.CutPrefix(secret, "nkey="); ok {
+		u.NKey = k
+	} else {
+		u.Password = secret
+	}
+	var err error
+	if u.Role, err = ParseRole(entry[last+1:]); err != nil {
+		return User{}, fmt.Errorf(": user %q: %w", u.Name, err)
+	}
+	if err := u.validate(); err != nil {
+		return User{}, fmt.Errorf(": %w", err)
+	}
+	return u, nil
+}
+
+// checkUnique rejects a second user of the same name.
+func checkUnique(users []User, where func(i int) string) error {
+	seen := make(map[string]int, len(users))
+	for i, u := range users {
+		if j, dup := seen[u.Name]; dup {
+			return fmt.Errorf("natsconn: users %s: user %q already defined at %s", where(i), u.Name, where(j))
+		}
+		seen[u.Name] = i
+	}
+	return nil
+}
