@@ -11,6 +11,7 @@ import (
 
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/recovery"
 	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
 )
@@ -32,10 +33,9 @@ type SubscriberConfig struct {
 	// Tracker tunes gap handling (window, gap delay, lost-after, stale);
 	// zero fields take seqgap's defaults.
 	Tracker seqgap.Config
-	// Recovery, if set, returns the recovery that fills channel ch's gaps;
-	// nil means none: gaps wait Tracker.LostAfter for late packets and are
-	// then reported lost.
-	Recovery func(ch int) seqgap.Recovery
+	// Recovery, if set, fills gaps over NATS; nil means none: gaps wait
+	// Tracker.LostAfter for late packets and are then reported lost.
+	Recovery *recovery.Client
 }
 
 func (c *SubscriberConfig) validate() error {
@@ -166,8 +166,13 @@ type Subscriber struct {
 	cfg    SubscriberConfig
 	notify *ud.Notifier
 	chans  []*subChannel
-	h      Handler // the handler of the Poll in progress
-	ev     Event   // scratch, so events do not escape per call
+	byIdx  []*subChannel // by channel number; nil if not joined
+	h      Handler       // the handler of the Poll in progress
+	ev     Event         // scratch, so events do not escape per call
+	now    int64         // the clock of the Poll in progress
+	apply  func(*recovery.Result)
+
+	recoveryResults, recoveryLatencySum, recoveryLatencyMax uint64
 
 	foreign, malformed, packets, ended, instGaps uint64
 }
@@ -217,11 +222,15 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 			join = append(join, ch)
 		}
 	}
-	s := &Subscriber{cfg: cfg, notify: ud.NewNotifier()}
+	s := &Subscriber{cfg: cfg, notify: ud.NewNotifier(), byIdx: make([]*subChannel, cfg.Channels)}
+	s.apply = s.applyRecovered // one method value, not one per Poll
+	if cfg.Recovery != nil {
+		cfg.Recovery.SetNotify(s.notify.Signal)
+	}
 	for _, ch := range join {
 		var rec seqgap.Recovery
 		if cfg.Recovery != nil {
-			rec = cfg.Recovery(ch)
+			rec = cfg.Recovery.For(ch)
 		}
 		tr, err := seqgap.New(cfg.Tracker, rec)
 		if err != nil {
@@ -230,6 +239,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 		}
 		sc := &subChannel{s: s, idx: ch, tracker: tr}
 		s.chans = append(s.chans, sc)
+		s.byIdx[ch] = sc
 		bases := []netip.AddrPort{cfg.GroupA}
 		if cfg.GroupB.IsValid() {
 			bases = append(bases, cfg.GroupB)
@@ -330,6 +340,12 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 	s.h = h
 	released := uint64(0)
 	now := time.Now().UnixNano()
+	s.now = now
+	if s.cfg.Recovery != nil {
+		before := s.releasedTotal()
+		s.cfg.Recovery.Drain(s.apply)
+		released += s.releasedTotal() - before
+	}
 	for _, sc := range s.chans {
 		before := sc.tracker.Stats().Released
 		for sc.tracker.Stats().Released-before < uint64(max) {
@@ -433,17 +449,44 @@ func (sc *subChannel) Event(ev *seqgap.Event) {
 	s.h.Event(&s.ev)
 }
 
-// Recovered hands channel ch a packet of recovered messages of session.
-// Call it from the goroutine that polls.
-func (s *Subscriber) Recovered(ch int, session mold.Session, p mold.Packet, h Handler) {
+func (s *Subscriber) releasedTotal() uint64 {
+	n := uint64(0)
 	for _, sc := range s.chans {
-		if sc.idx == ch {
-			s.h = h
-			sc.tracker.Recovered(session, p, time.Now().UnixNano(), sc)
-			s.h = nil
-			return
-		}
+		n += sc.tracker.Stats().Released
 	}
+	return n
+}
+
+// applyRecovered hands a recovery answer to its channel's tracker, on the
+// polling goroutine.
+func (s *Subscriber) applyRecovered(r *recovery.Result) {
+	if r.Channel < 0 || r.Channel >= len(s.byIdx) || s.byIdx[r.Channel] == nil {
+		return
+	}
+	sc := s.byIdx[r.Channel]
+	s.recoveryResults++
+	lat := uint64(r.Latency)
+	s.recoveryLatencySum += lat
+	s.recoveryLatencyMax = max(s.recoveryLatencyMax, lat)
+	for _, pkt := range r.Packets {
+		p, err := mold.Parse(pkt)
+		if err != nil {
+			continue // the client checked every part; cannot happen
+		}
+		sc.tracker.Recovered(r.Session, p, s.now, sc)
+	}
+	if r.Err != nil {
+		sc.tracker.GiveUp(r.Session, r.Range, s.now)
+	}
+}
+
+// RecoveryLatency returns how many recovery answers were applied and their
+// mean and maximum latency (request queued to answer received).
+func (s *Subscriber) RecoveryLatency() (n uint64, mean, maxLat time.Duration) {
+	if s.recoveryResults == 0 {
+		return 0, 0, 0
+	}
+	return s.recoveryResults, time.Duration(s.recoveryLatencySum / s.recoveryResults), time.Duration(s.recoveryLatencyMax)
 }
 
 // Run polls until ctx is done or stop (if not nil), checked after each

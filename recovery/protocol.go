@@ -1,0 +1,110 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// NATS headers of replies (docs/recovery.md).
+const (
+	HeaderPart        = "Tickcast-Part"
+	HeaderFinal       = "Tickcast-Final"
+	HeaderError       = "Tickcast-Error"
+	HeaderReason      = "Tickcast-Reason"
+	HeaderOldest      = "Tickcast-Oldest"
+	HeaderNext        = "Tickcast-Next"
+	HeaderSession     = "Tickcast-Session"
+	HeaderSnapshotSeq = "Tickcast-Snapshot-Seq"
+)
+
+// MaxPartBytes is the largest MoldUDP64 packet one reply part carries: far
+// below NATS's default 1 MiB maximum payload, and below the 65,507 bytes a
+// UDP datagram can hold, so a part could be re-sent as a datagram.
+const MaxPartBytes = 60000
+
+// DefaultFeed is the feed name used when none is configured.
+const DefaultFeed = "tickcast"
+
+// RetransmitSubject is where channel ch's retransmit requests go.
+func RetransmitSubject(feed string, ch int) string {
+	return "tickcast." + feed + ".retransmit." + strconv.Itoa(ch)
+}
+
+// SnapshotSubject is where channel ch's snapshot requests go.
+func SnapshotSubject(feed string, ch int) string {
+	return "tickcast." + feed + ".snapshot." + strconv.Itoa(ch)
+}
+
+// LiveSubject is where channel ch's datagrams are published over NATS.
+func LiveSubject(feed string, ch int) string {
+	return "tickcast." + feed + ".live." + strconv.Itoa(ch)
+}
+
+// ValidateFeed checks a feed name: one NATS subject token of letters,
+// digits, '-' and '_'.
+func ValidateFeed(feed string) error {
+	if feed == "" || len(feed) > 64 {
+		return fmt.Errorf("feed name %q: want 1..64 characters", feed)
+	}
+	for _, c := range feed {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("feed name %q: %q is not allowed (letters, digits, - and _)", feed, c)
+		}
+	}
+	return nil
+}
+
+// channelOf parses the channel token at the end of a request subject.
+func channelOf(subject string) (int, error) {
+	i := strings.LastIndexByte(subject, '.')
+	ch, err := strconv.Atoi(subject[i+1:])
+	if err != nil || ch < 0 {
+		return 0, fmt.Errorf("subject %q does not end in a channel number", subject)
+	}
+	return ch, nil
+}
+
+// requester identifies who sent a request: its reply subject without the
+// last token, the inbox prefix NATS permissions grant to one client.
+func requester(reply string) string {
+	if i := strings.LastIndexByte(reply, '.'); i > 0 {
+		return reply[:i+1]
+	}
+	return reply
+}
+
+// ErrorCode is the code of an error reply.
+type ErrorCode string
+
+// Error codes (docs/recovery.md).
+const (
+	CodeBadRequest     ErrorCode = "bad-request"
+	CodeUnknownSession ErrorCode = "unknown-session"
+	CodeTooOld         ErrorCode = "too-old"
+	CodeNotYet         ErrorCode = "not-yet"
+	CodeTooMany        ErrorCode = "too-many"
+	CodeRateLimited    ErrorCode = "rate-limited"
+	CodeUnknownChannel ErrorCode = "unknown-channel"
+)
+
+// ReplyError is an error reply, or a failed exchange (Code empty) such as
+// a timeout or a malformed reply.
+type ReplyError struct {
+	Code   ErrorCode
+	Reason string
+	Oldest uint64 // CodeTooOld: oldest sequence still held
+	Next   uint64 // CodeNotYet: next sequence to be published
+}
+
+func (e *ReplyError) Error() string {
+	if e.Code == "" {
+		return "recovery: " + e.Reason
+	}
+	return fmt.Sprintf("recovery: %s: %s", e.Code, e.Reason)
+}
+
+// ErrTimeout is wrapped by a ReplyError when the reply did not complete in
+// time.
+var ErrTimeout = errors.New("recovery: reply timed out")

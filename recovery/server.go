@@ -1,0 +1,344 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"github.com/tickcast/tickcast/mold"
+)
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Feed names the feed in the subjects; default DefaultFeed.
+	Feed string
+	// Channels are the feed's channels, index = channel number.
+	Channels []*Channel
+	// MaxRetransmit is the most messages one request may ask for; default
+	// 10,000.
+	MaxRetransmit int
+	// RateLimit is the messages per second one requester may be sent, with a
+	// burst of as many; default 1,000,000.
+	RateLimit float64
+	// Log receives one line per rejected request (rate-limited to a few per
+	// second) and the server's lifecycle.
+	Log zerolog.Logger
+}
+
+// ServerStats are a server's cumulative counters.
+type ServerStats struct {
+	Requests          uint64 // retransmit requests received
+	MessagesServed    uint64 // messages sent in retransmit replies
+	Snapshots         uint64 // snapshots served
+	SnapshotMessages  uint64 // messages sent in snapshots
+	Rejected          map[ErrorCode]uint64
+	LivePublished     uint64 // datagrams published on live subjects
+	LivePublishErrors uint64
+}
+
+// Server answers retransmit and snapshot requests over NATS from the
+// channels' stores and publishes live datagrams.
+//
+// Each request is answered on the NATS client's subscription goroutine. The
+// requested messages are copied out of the store under its read lock and
+// sent after it is released, so a slow NATS connection never holds the lock
+// the publisher appends under.
+type Server struct {
+	nc   *nats.Conn
+	cfg  ServerConfig
+	subs []*nats.Subscription
+
+	mu       sync.Mutex
+	buckets  map[string]*bucket
+	rejected map[ErrorCode]uint64
+	lastLog  time.Time
+
+	requests, served, snapshots, snapMsgs, live, liveErrs atomic.Uint64
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// NewServer subscribes to the feed's retransmit and snapshot subjects.
+func NewServer(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
+	if cfg.Feed == "" {
+		cfg.Feed = DefaultFeed
+	}
+	if err := ValidateFeed(cfg.Feed); err != nil {
+		return nil, err
+	}
+	if len(cfg.Channels) == 0 {
+		return nil, errors.New("recovery: server needs at least one channel")
+	}
+	if cfg.MaxRetransmit == 0 {
+		cfg.MaxRetransmit = 10000
+	}
+	if cfg.RateLimit == 0 {
+		cfg.RateLimit = 1e6
+	}
+	if cfg.MaxRetransmit < 1 || cfg.MaxRetransmit > mold.MaxCount || cfg.RateLimit < 0 {
+		return nil, fmt.Errorf("recovery: max retransmit %d (want 1..%d) or rate limit %v (want > 0)", cfg.MaxRetransmit, mold.MaxCount, cfg.RateLimit)
+	}
+	s := &Server{nc: nc, cfg: cfg, buckets: map[string]*bucket{}, rejected: map[ErrorCode]uint64{}}
+	for subj, h := range map[string]nats.MsgHandler{
+		"tickcast." + cfg.Feed + ".retransmit.*": s.retransmit,
+		"tickcast." + cfg.Feed + ".snapshot.*":   s.snapshot,
+	} {
+		sub, err := nc.Subscribe(subj, h)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("recovery: subscribe %s: %w", subj, err)
+		}
+		// Requests may come in bursts; do not let NATS drop them.
+		sub.SetPendingLimits(-1, -1)
+		s.subs = append(s.subs, sub)
+	}
+	if err := nc.Flush(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("recovery: flush subscriptions: %w", err)
+	}
+	return s, nil
+}
+
+// Close stops answering requests.
+func (s *Server) Close() {
+	for _, sub := range s.subs {
+		sub.Unsubscribe()
+	}
+	s.subs = nil
+}
+
+// Stats returns the counters.
+func (s *Server) Stats() ServerStats {
+	st := ServerStats{
+		Requests: s.requests.Load(), MessagesServed: s.served.Load(), Snapshots: s.snapshots.Load(),
+		SnapshotMessages: s.snapMsgs.Load(), LivePublished: s.live.Load(), LivePublishErrors: s.liveErrs.Load(),
+		Rejected: map[ErrorCode]uint64{},
+	}
+	s.mu.Lock()
+	for k, v := range s.rejected {
+		st.Rejected[k] = v
+	}
+	s.mu.Unlock()
+	return st
+}
+
+// Live publishes one datagram of channel ch on its live subject. NATS
+// buffers it and its flusher sends it, so this does not wait for the network.
+func (s *Server) Live(ch int, datagram []byte) {
+	if err := s.nc.Publish(LiveSubject(s.cfg.Feed, ch), datagram); err != nil {
+		s.liveErrs.Add(1)
+		return
+	}
+	s.live.Add(1)
+}
+
+func (s *Server) channel(m *nats.Msg) (int, *Channel, bool) {
+	ch, err := channelOf(m.Subject)
+	if err != nil || ch >= len(s.cfg.Channels) || s.cfg.Channels[ch] == nil {
+		s.reject(m, &ReplyError{Code: CodeUnknownChannel, Reason: fmt.Sprintf("subject %s names no channel of this feed (0..%d)", m.Subject, len(s.cfg.Channels)-1)})
+		return 0, nil, false
+	}
+	return ch, s.cfg.Channels[ch], true
+}
+
+// allow takes n tokens from the requester's bucket.
+func (s *Server) allow(who string, n int) bool {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.buckets[who]
+	if b == nil {
+		if len(s.buckets) > 100000 {
+			// Bounded memory under a flood of distinct inboxes.
+			clear(s.buckets)
+		}
+		b = &bucket{tokens: s.cfg.RateLimit, last: now}
+		s.buckets[who] = b
+	}
+	b.tokens = min(s.cfg.RateLimit, b.tokens+now.Sub(b.last).Seconds()*s.cfg.RateLimit)
+	b.last = now
+	if b.tokens < float64(n) {
+		return false
+	}
+	b.tokens -= float64(n)
+	return true
+}
+
+func (s *Server) retransmit(m *nats.Msg) {
+	s.requests.Add(1)
+	if m.Reply == "" {
+		return // nowhere to answer
+	}
+	ch, c, ok := s.channel(m)
+	if !ok {
+		return
+	}
+	req, err := mold.ParseRequest(m.Data)
+	if err != nil {
+		s.reject(m, &ReplyError{Code: CodeBadRequest, Reason: fmt.Sprintf("channel %d: %v", ch, err)})
+		return
+	}
+	if int(req.Count) > s.cfg.MaxRetransmit {
+		s.reject(m, &ReplyError{Code: CodeTooMany, Reason: fmt.Sprintf("channel %d session %s: %d messages from %d asked, at most %d per request",
+			ch, req.Session, req.Count, req.Seq, s.cfg.MaxRetransmit)})
+		return
+	}
+	if !s.allow(requester(m.Reply), int(req.Count)) {
+		s.reject(m, &ReplyError{Code: CodeRateLimited, Reason: fmt.Sprintf("channel %d: more than %.0f messages per second asked by %s", ch, s.cfg.RateLimit, requester(m.Reply))})
+		return
+	}
+	parts, err := readParts(c, req)
+	if err != nil {
+		var re *ReplyError
+		errors.As(err, &re)
+		s.reject(m, re)
+		return
+	}
+	if s.send(m.Reply, parts, nil) == nil {
+		s.served.Add(uint64(req.Count))
+	}
+}
+
+// readParts copies the requested messages out of the store into packets.
+func readParts(c *Channel, req mold.Request) ([][]byte, error) {
+	b, _ := mold.NewBuilder(MaxPartBytes)
+	var parts [][]byte
+	b.Start(req.Session, req.Seq)
+	err := c.Read(req.Session, req.Seq, int(req.Count), func(seq uint64, msg []byte) error {
+		if !b.Add(msg) {
+			parts = append(parts, append([]byte(nil), b.Finish()...))
+			b.Start(req.Session, seq)
+			if !b.Add(msg) {
+				return fmt.Errorf("message %d of %d bytes does not fit a part", seq, len(msg))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, storeError(req, err)
+	}
+	if b.Count() > 0 {
+		parts = append(parts, append([]byte(nil), b.Finish()...))
+	}
+	return parts, nil
+}
+
+// storeError turns a store error into the reply error it calls for.
+func storeError(req mold.Request, err error) error {
+	var old *TooOldError
+	var notYet *NotYetError
+	switch {
+	case errors.Is(err, ErrUnknownSession):
+		return &ReplyError{Code: CodeUnknownSession, Reason: fmt.Sprintf("session %s is not this channel's current session", req.Session)}
+	case errors.As(err, &old):
+		return &ReplyError{Code: CodeTooOld, Oldest: old.Oldest, Reason: fmt.Sprintf("session %s: %d..%d asked, oldest held is %d: load the snapshot", req.Session, req.Seq, req.Seq+uint64(req.Count)-1, old.Oldest)}
+	case errors.As(err, &notYet):
+		return &ReplyError{Code: CodeNotYet, Next: notYet.Next, Reason: fmt.Sprintf("session %s: %d..%d asked, next to be published is %d", req.Session, req.Seq, req.Seq+uint64(req.Count)-1, notYet.Next)}
+	}
+	return &ReplyError{Code: CodeBadRequest, Reason: err.Error()}
+}
+
+func (s *Server) snapshot(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	_, c, ok := s.channel(m)
+	if !ok {
+		return
+	}
+	// Copy the state out under the lock; frame it after, outside.
+	var msgs [][]byte
+	session, seq, err := c.Snapshot(func(msg []byte) error {
+		msgs = append(msgs, append([]byte(nil), msg...))
+		return nil
+	})
+	if errors.Is(err, ErrUnknownSession) {
+		s.reject(m, &ReplyError{Code: CodeUnknownSession, Reason: fmt.Sprintf("%s: the channel has not started a session yet", m.Subject)})
+		return
+	}
+	if err != nil {
+		s.reject(m, &ReplyError{Code: CodeBadRequest, Reason: err.Error()})
+		return
+	}
+	// Every part is a packet of the snapshot's session whose sequence field
+	// is the sequence the snapshot reflects.
+	var parts [][]byte
+	b, _ := mold.NewBuilder(MaxPartBytes)
+	b.Start(session, seq)
+	for _, msg := range msgs {
+		if !b.Add(msg) {
+			parts = append(parts, append([]byte(nil), b.Finish()...))
+			b.Start(session, seq)
+			b.Add(msg)
+		}
+	}
+	if b.Count() > 0 {
+		parts = append(parts, append([]byte(nil), b.Finish()...))
+	}
+	count := uint64(len(msgs))
+	hdr := nats.Header{}
+	hdr.Set(HeaderSession, session.String())
+	hdr.Set(HeaderSnapshotSeq, strconv.FormatUint(seq, 10))
+	hdr.Set(HeaderNext, strconv.FormatUint(seq+1, 10))
+	if s.send(m.Reply, parts, hdr) == nil {
+		s.snapshots.Add(1)
+		s.snapMsgs.Add(count)
+	}
+}
+
+// send publishes parts and the final marker to reply. extra headers go on
+// every message.
+func (s *Server) send(reply string, parts [][]byte, extra nats.Header) error {
+	for i, p := range parts {
+		msg := &nats.Msg{Subject: reply, Data: p, Header: nats.Header{}}
+		for k, v := range extra {
+			msg.Header[k] = v
+		}
+		msg.Header.Set(HeaderPart, strconv.Itoa(i+1))
+		if err := s.nc.PublishMsg(msg); err != nil {
+			return err
+		}
+	}
+	final := &nats.Msg{Subject: reply, Header: nats.Header{}}
+	for k, v := range extra {
+		final.Header[k] = v
+	}
+	final.Header.Set(HeaderFinal, strconv.Itoa(len(parts)))
+	return s.nc.PublishMsg(final)
+}
+
+// reject sends an error reply and counts it.
+func (s *Server) reject(m *nats.Msg, e *ReplyError) {
+	s.mu.Lock()
+	s.rejected[e.Code]++
+	logIt := time.Since(s.lastLog) > 200*time.Millisecond
+	if logIt {
+		s.lastLog = time.Now()
+	}
+	s.mu.Unlock()
+	if logIt {
+		s.cfg.Log.Warn().Str("code", string(e.Code)).Str("subject", m.Subject).Str("reply", m.Reply).Msg(e.Reason)
+	}
+	if m.Reply == "" {
+		return
+	}
+	msg := &nats.Msg{Subject: m.Reply, Header: nats.Header{}}
+	msg.Header.Set(HeaderError, string(e.Code))
+	msg.Header.Set(HeaderReason, e.Reason)
+	msg.Header.Set(HeaderFinal, "0")
+	if e.Oldest != 0 {
+		msg.Header.Set(HeaderOldest, strconv.FormatUint(e.Oldest, 10))
+	}
+	if e.Next != 0 {
+		msg.Header.Set(HeaderNext, strconv.FormatUint(e.Next, 10))
+	}
+	s.nc.PublishMsg(msg)
+}

@@ -1,0 +1,203 @@
+package recovery
+
+import (
+	"encoding/binary"
+	"slices"
+	"sync"
+
+	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/mold"
+)
+
+// denseIDs bounds the instrument ids kept in a slice indexed by id; larger
+// ids go to a map.
+const denseIDs = 1 << 20
+
+// Snapshot slots of an instrument, in the order a snapshot carries them.
+const (
+	slotDefinition = iota
+	slotStatus
+	slotQuote
+	slotTrade
+	numSlots
+)
+
+// slotCap is the capacity each slot starts with: room for every version-1
+// message kept, and some for fields a newer version may append.
+const slotCap = 80
+
+// slotOf returns the slot of a message type, or -1 for types a snapshot does
+// not carry.
+func slotOf(t feed.Type) int {
+	switch t {
+	case feed.TypeDefinition:
+		return slotDefinition
+	case feed.TypeStatus:
+		return slotStatus
+	case feed.TypeQuote:
+		return slotQuote
+	case feed.TypeTrade:
+		return slotTrade
+	}
+	return -1
+}
+
+// instrument holds the last message of each slot type of one instrument. A
+// slot is empty (no message yet) when its length is 0: every kept message is
+// at least a header long.
+type instrument struct {
+	slots  [numSlots][]byte
+	inline [numSlots][slotCap]byte
+}
+
+func newInstrument() *instrument {
+	in := &instrument{}
+	for i := range in.slots {
+		in.slots[i] = in.inline[i][:0:slotCap]
+	}
+	return in
+}
+
+// State is the snapshot state of one channel: for each instrument the last
+// definition ('I'), trading status ('S'), quote ('Q') and trade ('T'),
+// byte-identical to the messages published, and the channel sequence the
+// state reflects. It is safe for one goroutine calling Apply and any number
+// calling Snapshot. Create it with NewState.
+type State struct {
+	mu sync.RWMutex
+	st state
+}
+
+// state is the State without its lock; Channel uses it under its own lock.
+type state struct {
+	session    mold.Session
+	hasSession bool
+	seq        uint64
+	dense      []*instrument // index: instrument id < denseIDs
+	sparse     map[uint32]*instrument
+	sparseIDs  []uint32 // keys of sparse, ascending
+}
+
+// NewState returns an empty state.
+func NewState() *State { return &State{} }
+
+// Apply applies message seq of session, in publish order. A session other
+// than the state's resets the state first. A definition, status, quote or
+// trade replaces the instrument's previous message of that type (a copy of
+// msg is kept; msg is not retained); messages of other types, and messages
+// shorter than the feed.HeaderLen-byte header, only advance the sequence.
+// Apply allocates only for an instrument not seen before in the session or a
+// message longer than any seen before for its slot.
+func (s *State) Apply(session mold.Session, seq uint64, msg []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.st.hasSession || session != s.st.session {
+		s.st.reset(session, 0)
+	}
+	s.st.apply(seq, msg)
+}
+
+// reset empties the state for a new session that reflects sequence seq
+// (0: nothing published yet). Instrument buffers are dropped: ids of the new
+// session may differ.
+func (st *state) reset(session mold.Session, seq uint64) {
+	st.session, st.hasSession = session, true
+	st.seq = seq
+	clear(st.dense)
+	st.dense = st.dense[:0]
+	st.sparse = nil
+	st.sparseIDs = st.sparseIDs[:0]
+}
+
+func (st *state) apply(seq uint64, msg []byte) {
+	st.seq = seq
+	if len(msg) < feed.HeaderLen {
+		return
+	}
+	slot := slotOf(feed.Type(msg[0]))
+	if slot < 0 {
+		return
+	}
+	in := st.instrument(binary.LittleEndian.Uint32(msg[4:8]))
+	b := in.slots[slot]
+	if cap(b) < len(msg) {
+		b = make([]byte, len(msg), len(msg)+len(msg)/4)
+	}
+	b = b[:len(msg)]
+	copy(b, msg)
+	in.slots[slot] = b
+}
+
+// instrument returns instrument id's entry, creating it if needed.
+func (st *state) instrument(id uint32) *instrument {
+	if id < denseIDs {
+		if int(id) < len(st.dense) {
+			if in := st.dense[id]; in != nil {
+				return in
+			}
+		} else {
+			st.dense = slices.Grow(st.dense, int(id)+1-len(st.dense))
+			st.dense = st.dense[:id+1]
+		}
+		in := newInstrument()
+		st.dense[id] = in
+		return in
+	}
+	if in := st.sparse[id]; in != nil {
+		return in
+	}
+	if st.sparse == nil {
+		st.sparse = make(map[uint32]*instrument)
+	}
+	in := newInstrument()
+	st.sparse[id] = in
+	i, _ := slices.BinarySearch(st.sparseIDs, id)
+	st.sparseIDs = slices.Insert(st.sparseIDs, i, id)
+	return in
+}
+
+// Snapshot calls fn with every message of the state: instruments in
+// ascending id order, and for each its definition, status, quote and trade,
+// those it has. It returns the session and the channel sequence the
+// snapshot reflects: every message up to and including seq, none after. The
+// snapshot is consistent: it is taken under the state's read lock, so fn
+// must be quick and must not block (it holds up Apply); msg is valid only
+// during the call. Snapshot returns ErrUnknownSession if nothing was applied
+// yet, and stops at and returns the first error of fn.
+func (s *State) Snapshot(fn func(msg []byte) error) (session mold.Session, seq uint64, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.st.snapshot(fn)
+}
+
+func (st *state) snapshot(fn func(msg []byte) error) (mold.Session, uint64, error) {
+	if !st.hasSession {
+		return mold.Session{}, 0, ErrUnknownSession
+	}
+	for _, in := range st.dense {
+		if in == nil {
+			continue
+		}
+		if err := in.each(fn); err != nil {
+			return st.session, st.seq, err
+		}
+	}
+	for _, id := range st.sparseIDs {
+		if err := st.sparse[id].each(fn); err != nil {
+			return st.session, st.seq, err
+		}
+	}
+	return st.session, st.seq, nil
+}
+
+func (in *instrument) each(fn func(msg []byte) error) error {
+	for _, b := range in.slots {
+		if len(b) == 0 {
+			continue
+		}
+		if err := fn(b[:len(b):len(b)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

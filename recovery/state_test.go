@@ -1,0 +1,207 @@
+package recovery
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/mold"
+)
+
+// encodeMsg encodes a message of type typ for instrument id; tag makes the
+// bytes distinct.
+func encodeMsg(t testing.TB, typ feed.Type, id uint32, tag int64) []byte {
+	t.Helper()
+	m := feed.Msg{Header: feed.Header{Type: typ, Instrument: id, InstSeq: uint32(tag), ExchangeNs: tag, SendNs: tag * 3}}
+	switch typ {
+	case feed.TypeDefinition:
+		m.Def = feed.Definition{Symbol: feed.Symbol{'S', byte('A' + tag%26), ' ', ' ', ' ', ' ', ' ', ' '}, PriceScale: 4, RoundLot: 100}
+	case feed.TypeQuote:
+		m.Quote = feed.Quote{BidPx: tag, BidSize: 100, AskPx: tag + 1, AskSize: 200}
+	case feed.TypeTrade:
+		m.Trade = feed.Trade{Px: tag, Size: 5, MatchID: uint64(tag), Aggressor: feed.SideBuy}
+	case feed.TypeStatus:
+		m.Status = feed.Status{State: feed.StateTrading, Reason: [4]byte{'A', 'B', 'C', 'D'}}
+	case feed.TypeTradeBust:
+		m.Bust.MatchID = uint64(tag)
+	case feed.TypeLevelDelta:
+		m.Delta = feed.LevelDelta{Side: feed.SideSell, Action: feed.ActionChange, Px: tag}
+	}
+	b := make([]byte, feed.MaxLen)
+	n, err := m.Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[:n]
+}
+
+func snapshotAll(t testing.TB, snap func(func([]byte) error) (mold.Session, uint64, error)) (mold.Session, uint64, [][]byte) {
+	t.Helper()
+	var out [][]byte
+	sess, seq, err := snap(func(msg []byte) error {
+		out = append(out, clone(msg))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess, seq, out
+}
+
+func TestStateSnapshot(t *testing.T) {
+	st := NewState()
+	if _, _, err := st.Snapshot(func([]byte) error { return nil }); err != ErrUnknownSession {
+		t.Fatalf("snapshot of empty state: %v", err)
+	}
+	a := mustSession(t, "ST00000001")
+	ids := []uint32{7, 0, 1<<20 - 1, 1 << 20, 5_000_000, 1<<32 - 1, 3, 2_000_000}
+	types := []feed.Type{feed.TypeTrade, feed.TypeQuote, feed.TypeStatus, feed.TypeDefinition}
+	last := map[[2]uint32][]byte{}
+	seq := uint64(0)
+	apply := func(msg []byte) {
+		seq++
+		st.Apply(a, seq, msg)
+	}
+	for round := range 5 {
+		for i, id := range ids {
+			for j, typ := range types {
+				if (i+j+round)%3 == 0 && round < 4 {
+					continue // leave some slots empty for a while
+				}
+				if id == 3 && typ != feed.TypeQuote {
+					continue // instrument with a quote only
+				}
+				msg := encodeMsg(t, typ, id, int64(round*1000+i*10+j))
+				if round == 3 && typ == feed.TypeQuote {
+					// A newer version, longer than the slot's buffer.
+					msg = append(msg, bytes.Repeat([]byte{0xEE}, 50)...)
+				}
+				apply(msg)
+				last[[2]uint32{id, uint32(typ)}] = msg
+				// Ignored: busts, level deltas, short and empty messages.
+				apply(encodeMsg(t, feed.TypeTradeBust, id, 1))
+				apply(encodeMsg(t, feed.TypeLevelDelta, id, 2))
+				apply(msg[:feed.HeaderLen-1])
+				apply(nil)
+			}
+		}
+		sess, gotSeq, got := snapshotAll(t, st.Snapshot)
+		if sess != a || gotSeq != seq {
+			t.Fatalf("snapshot: session %v seq %d, want %v %d", sess, gotSeq, a, seq)
+		}
+		var want [][]byte
+		sorted := slices.Clone(ids)
+		slices.Sort(sorted)
+		for _, id := range sorted {
+			for _, typ := range []feed.Type{feed.TypeDefinition, feed.TypeStatus, feed.TypeQuote, feed.TypeTrade} {
+				if m, ok := last[[2]uint32{id, uint32(typ)}]; ok {
+					want = append(want, m)
+				}
+			}
+		}
+		if err := sameMessages(got, want); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	// fn's error stops the snapshot and is returned.
+	stop := errors.New("stop")
+	calls := 0
+	if _, _, err := st.Snapshot(func([]byte) error { calls++; return stop }); err != stop || calls != 1 {
+		t.Errorf("fn error: %v after %d calls", err, calls)
+	}
+	// A new session resets the state.
+	b := mustSession(t, "ST00000002")
+	q := encodeMsg(t, feed.TypeQuote, 9, 1)
+	st.Apply(b, 1, q)
+	sess, gotSeq, got := snapshotAll(t, st.Snapshot)
+	if sess != b || gotSeq != 1 || sameMessages(got, [][]byte{q}) != nil {
+		t.Errorf("after new session: %v %d %d messages", sess, gotSeq, len(got))
+	}
+}
+
+// sameMessages compares two message lists exactly.
+func sameMessages(got, want [][]byte) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d messages, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			return fmt.Errorf("message %d of %d: got %x, want %x", i, len(got), got[i], want[i])
+		}
+	}
+	return nil
+}
+
+func TestStateApplyAllocs(t *testing.T) {
+	st := NewState()
+	sess := mustSession(t, "SA00000001")
+	var msgs [][]byte
+	for id := uint32(1); id <= 100; id++ {
+		for _, typ := range []feed.Type{feed.TypeDefinition, feed.TypeStatus, feed.TypeQuote, feed.TypeTrade, feed.TypeLevelDelta} {
+			msgs = append(msgs, encodeMsg(t, typ, id, int64(id)))
+		}
+	}
+	msgs = append(msgs, encodeMsg(t, feed.TypeQuote, 3_000_000, 1))
+	seq := uint64(0)
+	for _, m := range msgs {
+		seq++
+		st.Apply(sess, seq, m)
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(10_000, func() {
+		seq++
+		st.Apply(sess, seq, msgs[i%len(msgs)])
+		i++
+	})
+	if allocs != 0 {
+		t.Errorf("Apply: %v allocations per run", allocs)
+	}
+}
+
+func BenchmarkSnapshot(b *testing.B) {
+	c, err := NewChannel(StoreConfig{MaxMessages: 1 << 16, MaxBytes: 4 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := newStream(b, "BS00000001", 1000, 14, true)
+	for st.seq < 20_000 {
+		first, pkt := st.packet(20, nil)
+		if err := c.OnPacket(st.session, first, pkt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	out := make([]byte, 0, 1<<20)
+	msgs := 0
+	fn := func(msg []byte) error {
+		out = append(out, msg...)
+		msgs++
+		return nil
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		out = out[:0]
+		msgs = 0
+		if _, _, err := c.Snapshot(fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(msgs), "msgs/snapshot")
+}
+
+func BenchmarkApply(b *testing.B) {
+	st := NewState()
+	s := newStream(b, "BP00000001", 1000, 15, true)
+	var msgs [][]byte
+	for s.seq < 10_000 {
+		s.packet(20, func(_ uint64, msg []byte) { msgs = append(msgs, clone(msg)) })
+	}
+	seq := uint64(0)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		seq++
+		st.Apply(s.session, seq, msgs[i%len(msgs)])
+	}
+}

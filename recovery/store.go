@@ -1,0 +1,441 @@
+package recovery
+
+// Feed-handler side storage: Store, State and Channel.
+//
+// # Store: the retransmission store of one channel
+//
+// A Store keeps the most recent messages of one MoldUDP64 stream (one
+// session of one channel) so that lost messages can be sent again
+// byte-identical. It has two rings:
+//
+//   - an index ring of entries {pos, len}, one per message, where the
+//     message with sequence s lives at entries[s % len(entries)]. The held
+//     messages are the contiguous range oldest..next-1, so a lookup by
+//     sequence is one modulo and one load: O(1), no search.
+//   - a byte ring holding the message bytes back to back. Positions are
+//     logical (they only grow); a message at logical position p starts at
+//     byte p % len(buf). A message never wraps: if it does not fit between
+//     the write position and the end of the ring, the write position
+//     skips to the start of the ring and the skipped tail counts as used
+//     until the message before it is evicted. The bytes in use, wasted
+//     tails included, are therefore write position - position of the
+//     oldest message, which is what is compared with the ring's size.
+//
+// Eviction: before a message is written, the oldest messages are dropped
+// while the index ring is full (MaxMessages) or the new message would make
+// the span of used bytes exceed the byte ring (MaxBytes). A request for an
+// evicted message gets a *TooOldError naming the oldest sequence still held;
+// the subscriber then loads the snapshot instead.
+//
+// Both rings start small and double, up to MaxMessages and MaxBytes, while
+// the store fills, so a channel that carries little traffic does not pin
+// the full budget. A growth lays the held messages out again from the start
+// of the new ring; it happens at most a few dozen times in a store's life.
+// Once the rings reach their limits, Append allocates nothing.
+//
+// A new session (the feed handler restarted the stream) resets the store;
+// its first packet must start at sequence 1. Appends must continue the
+// stream exactly: a packet whose first sequence is not Next() is rejected, so
+// the store never holds a hole it does not know about.
+//
+// # Locking
+//
+// A Store is safe for one appender and any number of concurrent readers. It
+// uses a sync.RWMutex: Append validates the packet first, then takes the
+// write lock only for indexing and copying the packet's messages (a memcpy
+// of at most one datagram; a ring growth, rare, copies the held bytes), readers
+// take the read lock for the whole of Read, including the calls of their
+// callback. Since the appender is the publisher's goroutine, a Read callback
+// must be quick and must not block (copy the message into a reply buffer;
+// send it after Read returns) and a reader should read a bounded range at a
+// time: while a reader holds the lock the publisher waits for it.
+//
+// # State and Channel
+//
+// State keeps, per instrument, the last definition, status, quote and trade
+// message bytes and the channel sequence they reflect, for snapshots. Channel
+// puts a Store and a State behind one lock and feeds both from each packet in
+// one pass, so that a snapshot reflecting sequence S and the store agree: a
+// subscriber that loads the snapshot at S can retransmit from S+1.
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tickcast/tickcast/mold"
+)
+
+// Default limits of a Store.
+const (
+	DefaultMaxMessages = 1 << 20
+	DefaultMaxBytes    = 64 << 20
+)
+
+// Initial ring sizes; the rings double from these up to the configured
+// limits.
+const (
+	initialEntries = 1 << 12
+	initialBytes   = 1 << 18
+)
+
+// StoreConfig configures a Store.
+type StoreConfig struct {
+	// MaxMessages is the most messages the store holds; older ones are
+	// evicted. 0 means DefaultMaxMessages.
+	MaxMessages int
+	// MaxBytes is the size of the byte ring holding the messages' bytes
+	// (wasted ring tails count against it); 0 means DefaultMaxBytes. It must
+	// be at least mold.MaxMessageLen so that any message fits.
+	MaxBytes int
+}
+
+func (c *StoreConfig) validate() error {
+	if c.MaxMessages < 0 {
+		return fmt.Errorf("recovery: store config: MaxMessages %d is negative", c.MaxMessages)
+	}
+	if c.MaxBytes < 0 {
+		return fmt.Errorf("recovery: store config: MaxBytes %d is negative", c.MaxBytes)
+	}
+	if c.MaxMessages == 0 {
+		c.MaxMessages = DefaultMaxMessages
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.MaxBytes < mold.MaxMessageLen {
+		return fmt.Errorf("recovery: store config: MaxBytes %d is below %d, the largest message a packet can carry", c.MaxBytes, mold.MaxMessageLen)
+	}
+	if c.MaxMessages > 1<<40 {
+		return fmt.Errorf("recovery: store config: MaxMessages %d is above 2^40", c.MaxMessages)
+	}
+	if c.MaxBytes > 1<<40 {
+		return fmt.Errorf("recovery: store config: MaxBytes %d is above 2^40", c.MaxBytes)
+	}
+	return nil
+}
+
+// ErrUnknownSession is returned by Read and Snapshot when the channel is not
+// publishing the session asked for (or has not published anything yet).
+var ErrUnknownSession = errors.New("recovery: unknown session")
+
+// ErrTooOld is matched (errors.Is) by a *TooOldError.
+var ErrTooOld = errors.New("recovery: messages no longer held")
+
+// ErrNotYet is matched (errors.Is) by a *NotYetError.
+var ErrNotYet = errors.New("recovery: messages not published yet")
+
+// TooOldError reports a Read whose range starts before the oldest message
+// the store still holds. The requester should load a snapshot.
+type TooOldError struct {
+	Session mold.Session
+	From    uint64 // first sequence requested
+	Count   int    // messages requested
+	Oldest  uint64 // oldest sequence the store holds
+}
+
+// Error names the session, the range asked for and the oldest sequence held.
+func (e *TooOldError) Error() string {
+	return fmt.Sprintf("recovery: session %s messages %d..%d: too old, the oldest held is %d",
+		e.Session, e.From, e.From+uint64(e.Count)-1, e.Oldest)
+}
+
+// Is reports whether target is ErrTooOld.
+func (e *TooOldError) Is(target error) bool { return target == ErrTooOld }
+
+// NotYetError reports a Read whose range ends at or past the next sequence
+// to be published.
+type NotYetError struct {
+	Session mold.Session
+	From    uint64 // first sequence requested
+	Count   int    // messages requested
+	Next    uint64 // next sequence the channel will publish
+}
+
+// Error names the session, the range asked for and the next sequence.
+func (e *NotYetError) Error() string {
+	return fmt.Sprintf("recovery: session %s messages %d..%d: not published yet, the next is %d",
+		e.Session, e.From, e.From+uint64(e.Count)-1, e.Next)
+}
+
+// Is reports whether target is ErrNotYet.
+func (e *NotYetError) Is(target error) bool { return target == ErrNotYet }
+
+// SequenceError reports an append that does not continue the stream.
+type SequenceError struct {
+	Session  mold.Session
+	Expected uint64 // the store's Next(), or 1 for a new session
+	Got      uint64 // the packet's first sequence
+}
+
+// Error names the session and the expected and actual sequences.
+func (e *SequenceError) Error() string {
+	return fmt.Sprintf("recovery: session %s: packet starts at sequence %d, expected %d", e.Session, e.Got, e.Expected)
+}
+
+type entry struct {
+	pos uint64 // logical position in the byte ring
+	n   uint32 // message length
+}
+
+// Store is a bounded retransmission store for one channel: the latest
+// messages of its current session, byte-identical, looked up by sequence in
+// O(1), the oldest evicted beyond MaxMessages or MaxBytes. It is safe for one
+// appender and any number of concurrent readers; readers' callbacks run
+// under a read lock. The comment at the top of store.go describes the ring
+// layout, eviction and locking. Create it with NewStore.
+type Store struct {
+	mu   sync.RWMutex
+	ring ring
+}
+
+// ring is the Store without its lock; Channel uses it under its own lock.
+type ring struct {
+	cfg        StoreConfig
+	session    mold.Session
+	hasSession bool
+	oldest     uint64 // oldest sequence held
+	next       uint64 // next sequence to append
+	entries    []entry
+	buf        []byte
+	w          uint64 // logical write position
+	bytes      int    // message bytes held (without wasted tails)
+}
+
+// NewStore returns an empty store. Zero fields of cfg take their defaults.
+func NewStore(cfg StoreConfig) (*Store, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{}
+	s.ring.init(cfg)
+	return s, nil
+}
+
+func (r *ring) init(cfg StoreConfig) {
+	r.cfg = cfg
+	r.entries = make([]entry, min(cfg.MaxMessages, initialEntries))
+	r.buf = make([]byte, min(cfg.MaxBytes, initialBytes))
+	r.oldest, r.next = 1, 1
+}
+
+// Append stores every message of pkt, a MoldUDP64 data packet of session
+// whose first message has sequence firstSeq, exactly as it was sent. The
+// packet's header must agree with session and firstSeq. A session other
+// than the store's resets the store; its first packet must start at
+// sequence 1. Within a session firstSeq must equal Next(), else Append
+// returns a *SequenceError and stores nothing. A packet without messages
+// (heartbeat, end of session) stores nothing but is checked the same way
+// and may start a session. Append does not retain pkt and does not allocate
+// once the store has grown to its limits.
+func (s *Store) Append(session mold.Session, firstSeq uint64, pkt []byte) error {
+	p, err := checkPacket(session, firstSeq, pkt)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ring.begin(session, firstSeq); err != nil {
+		return err
+	}
+	it := p.Iter()
+	for {
+		msg, _, ok := it.Next()
+		if !ok {
+			break
+		}
+		s.ring.put(msg)
+	}
+	return nil
+}
+
+// checkPacket validates pkt and that its header names session and firstSeq.
+func checkPacket(session mold.Session, firstSeq uint64, pkt []byte) (mold.Packet, error) {
+	p, err := mold.Parse(pkt)
+	if err != nil {
+		return p, fmt.Errorf("recovery: session %s sequence %d: %w", session, firstSeq, err)
+	}
+	if p.Session != session || p.Seq != firstSeq {
+		return p, fmt.Errorf("recovery: packet header says session %s sequence %d, caller says session %s sequence %d",
+			p.Session, p.Seq, session, firstSeq)
+	}
+	if p.Messages() > 0 && firstSeq > ^uint64(0)-uint64(p.Messages()) {
+		return p, fmt.Errorf("recovery: session %s: packet at sequence %d with %d messages overflows the sequence", session, firstSeq, p.Messages())
+	}
+	return p, nil
+}
+
+// begin checks that a packet of session starting at firstSeq continues the
+// stream, resetting the ring for a new session.
+func (r *ring) begin(session mold.Session, firstSeq uint64) error {
+	if !r.hasSession || session != r.session {
+		if firstSeq != 1 {
+			return &SequenceError{Session: session, Expected: 1, Got: firstSeq}
+		}
+		r.reset(session)
+		return nil
+	}
+	if firstSeq != r.next {
+		return &SequenceError{Session: session, Expected: r.next, Got: firstSeq}
+	}
+	return nil
+}
+
+// reset empties the ring for a new session, keeping its buffers.
+func (r *ring) reset(session mold.Session) {
+	r.session, r.hasSession = session, true
+	r.oldest, r.next = 1, 1
+	r.w = 0
+	r.bytes = 0
+}
+
+func (r *ring) count() uint64 { return r.next - r.oldest }
+
+// put appends msg as sequence r.next, evicting or growing as needed.
+func (r *ring) put(msg []byte) {
+	n := uint64(len(msg))
+	if r.count() == uint64(len(r.entries)) {
+		if len(r.entries) < r.cfg.MaxMessages {
+			r.growEntries()
+		} else {
+			r.evict()
+		}
+	}
+	size := uint64(len(r.buf))
+	start := r.place(n)
+	if r.count() > 0 && start+n-r.entries[r.oldest%uint64(len(r.entries))].pos > size {
+		if len(r.buf) < r.cfg.MaxBytes {
+			r.growBytes(n)
+			size = uint64(len(r.buf))
+			start = r.place(n)
+		}
+		for r.count() > 0 && start+n-r.entries[r.oldest%uint64(len(r.entries))].pos > size {
+			r.evict()
+		}
+	}
+	phys := start % size
+	copy(r.buf[phys:phys+n], msg)
+	r.entries[r.next%uint64(len(r.entries))] = entry{pos: start, n: uint32(n)}
+	r.next++
+	r.w = start + n
+	r.bytes += len(msg)
+}
+
+// place returns the logical position a message of n bytes is written at:
+// the write position, or the start of the ring's next lap if the message
+// would run past the end of the ring.
+func (r *ring) place(n uint64) uint64 {
+	size := uint64(len(r.buf))
+	phys := r.w % size
+	if phys+n > size {
+		return r.w + size - phys
+	}
+	return r.w
+}
+
+func (r *ring) evict() {
+	e := &r.entries[r.oldest%uint64(len(r.entries))]
+	r.bytes -= int(e.n)
+	r.oldest++
+}
+
+// growEntries doubles the index ring (up to MaxMessages).
+func (r *ring) growEntries() {
+	ne := make([]entry, min(2*len(r.entries), r.cfg.MaxMessages))
+	for seq := r.oldest; seq < r.next; seq++ {
+		ne[seq%uint64(len(ne))] = r.entries[seq%uint64(len(r.entries))]
+	}
+	r.entries = ne
+}
+
+// growBytes grows the byte ring (doubling, up to MaxBytes) so that it can
+// hold the messages held plus one of n bytes, and lays the held messages out
+// from its start.
+func (r *ring) growBytes(n uint64) {
+	size := min(2*len(r.buf), r.cfg.MaxBytes)
+	for size < r.cfg.MaxBytes && uint64(size) < uint64(r.bytes)+n {
+		size = min(2*size, r.cfg.MaxBytes)
+	}
+	nb := make([]byte, size)
+	var pos uint64
+	old := uint64(len(r.buf))
+	for seq := r.oldest; seq < r.next; seq++ {
+		e := &r.entries[seq%uint64(len(r.entries))]
+		phys := e.pos % old
+		copy(nb[pos:], r.buf[phys:phys+uint64(e.n)])
+		e.pos = pos
+		pos += uint64(e.n)
+	}
+	r.buf = nb
+	r.w = pos
+}
+
+// Read calls fn for each message of session with sequence from ..
+// from+count-1, in order. msg aliases the store and is valid only during the
+// call; fn must not retain it and must not block (it runs under the store's
+// read lock, see the top of store.go). The whole range is checked before fn
+// is first called: Read returns ErrUnknownSession if session is not the
+// store's, a *TooOldError if part of the range was evicted, a *NotYetError if
+// part of it was not appended yet. An error returned by fn stops Read and is
+// returned as is.
+func (s *Store) Read(session mold.Session, from uint64, count int, fn func(seq uint64, msg []byte) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ring.read(session, from, count, fn)
+}
+
+func (r *ring) read(session mold.Session, from uint64, count int, fn func(seq uint64, msg []byte) error) error {
+	if !r.hasSession || session != r.session {
+		return ErrUnknownSession
+	}
+	if count <= 0 || from == 0 {
+		return fmt.Errorf("recovery: session %s: read of %d messages from sequence %d: want sequence >= 1 and count >= 1", session, count, from)
+	}
+	if from < r.oldest {
+		return &TooOldError{Session: session, From: from, Count: count, Oldest: r.oldest}
+	}
+	if from >= r.next || uint64(count) > r.next-from {
+		return &NotYetError{Session: session, From: from, Count: count, Next: r.next}
+	}
+	ne, size := uint64(len(r.entries)), uint64(len(r.buf))
+	end := from + uint64(count)
+	for seq := from; seq < end; seq++ {
+		e := r.entries[seq%ne]
+		phys := e.pos % size
+		n := uint64(e.n)
+		if err := fn(seq, r.buf[phys:phys+n:phys+n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Session returns the store's session, and false if nothing was appended
+// yet.
+func (s *Store) Session() (mold.Session, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ring.session, s.ring.hasSession
+}
+
+// Oldest returns the oldest sequence the store holds, or Next() when it is
+// empty.
+func (s *Store) Oldest() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ring.oldest
+}
+
+// Next returns the sequence the next appended message will have.
+func (s *Store) Next() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ring.next
+}
+
+// Len returns the number of messages held and the sum of their lengths.
+func (s *Store) Len() (messages, bytes int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return int(s.ring.count()), s.ring.bytes
+}
