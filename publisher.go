@@ -37,10 +37,14 @@ type PublisherConfig struct {
 	// SendBatch is how many finished packets of a channel may be queued for
 	// one batched send system call. Default 16.
 	SendBatch int
-	// OnPacket, if set, is called with every data packet after it was sent,
-	// byte-identical to what went on the wire (for the retransmission store).
+	// OnPacket, if set, is called with every data packet just before it is
+	// sent, byte-identical to what goes on the wire (for the retransmission
+	// store, which must hold a packet before any subscriber can see it).
 	// The bytes are valid only during the call.
 	OnPacket func(ch int, session mold.Session, firstSeq uint64, pkt []byte)
+	// OnControl, if set, is called with every heartbeat and end-of-session
+	// datagram after it was sent; nextSeq is the sequence it carries.
+	OnControl func(ch int, session mold.Session, nextSeq uint64, datagram []byte)
 }
 
 func (c *PublisherConfig) validate() error {
@@ -110,7 +114,9 @@ type Publisher struct {
 	instChan []int32  // instrument id → channel, -1 while undefined
 	instSeq  []uint32 // instrument id → last per-instrument sequence
 	stats    PublisherStats
-	pending  int // channels with unsent messages
+	pending  int  // channels with unsent messages
+	ended    bool // End was called: no more data
+	closed   bool
 }
 
 type pubChannel struct {
@@ -210,6 +216,9 @@ var ErrUnknownInstrument = errors.New("instrument has no definition")
 // or Poll. Publish does not allocate, except to grow the instrument table
 // when a definition names a new, larger instrument id.
 func (p *Publisher) Publish(m *feed.Msg, nowNs int64) error {
+	if p.ended {
+		return ErrEnded
+	}
 	id := int(m.Instrument)
 	if m.Type == feed.TypeDefinition {
 		for id >= len(p.instChan) {
@@ -287,15 +296,18 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 		}
 		list = append(list, b.Finish())
 	}
+	// The retransmission store gets the packets before the wire does: a
+	// subscriber that sees a packet and asks for what preceded it must
+	// find it stored.
+	if p.cfg.OnPacket != nil {
+		for _, b := range pc.builders[:pc.queued] {
+			p.cfg.OnPacket(pc.idx, pc.session, b.FirstSeq(), b.Finish())
+		}
+	}
 	var firstErr error
 	for _, s := range pc.lines {
 		if err := s.Send(list); err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("tickcast: channel %d session %s: send: %w", pc.idx, pc.session, err)
-		}
-	}
-	if p.cfg.OnPacket != nil {
-		for _, b := range pc.builders[:pc.queued] {
-			p.cfg.OnPacket(pc.idx, pc.session, b.FirstSeq(), b.Finish())
 		}
 	}
 	pc.packets += uint64(pc.queued)
@@ -367,18 +379,41 @@ func (p *Publisher) control(pc *pubChannel, nowNs int64, eos bool) error {
 		}
 	}
 	pc.lastNs = nowNs
+	if p.cfg.OnControl != nil {
+		p.cfg.OnControl(pc.idx, pc.session, h.Seq, hdr[:])
+	}
 	return firstErr
 }
 
-// Close sends what is unsent, an end of session on every channel and line,
-// and closes the senders.
-func (p *Publisher) Close() error {
+// End sends what is unsent and an end of session on every channel and line.
+// Calling it again repeats the end of session (useful while lingering, so a
+// subscriber that lost it still learns where the session ended); Publish
+// after End fails.
+func (p *Publisher) End() error {
 	now := time.Now().UnixNano()
 	firstErr := p.Flush(now)
+	p.ended = true
 	for _, pc := range p.chans {
 		if err := p.control(pc, now, true); err != nil && firstErr == nil {
 			firstErr = err
 		}
+	}
+	return firstErr
+}
+
+// ErrEnded is returned by Publish after End.
+var ErrEnded = errors.New("tickcast: publisher ended its sessions")
+
+// Close ends the sessions (see End) unless that was done, and closes the
+// senders.
+func (p *Publisher) Close() error {
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	var firstErr error
+	if !p.ended {
+		firstErr = p.End()
 	}
 	for _, pc := range p.chans {
 		for _, s := range pc.lines {

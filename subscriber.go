@@ -476,6 +476,10 @@ func (s *Subscriber) applyRecovered(r *recovery.Result) {
 		sc.tracker.Recovered(r.Session, p, s.now, sc)
 	}
 	if r.Err != nil {
+		var re *recovery.ReplyError
+		if errors.As(r.Err, &re) && re.Code == recovery.CodeNotYet && re.Ended {
+			sc.tracker.EndOfSession(r.Session, re.Next, s.now, sc)
+		}
 		sc.tracker.GiveUp(r.Session, r.Range, s.now)
 	}
 }

@@ -19,6 +19,7 @@ type Channel struct {
 	mu    sync.RWMutex
 	store ring
 	state state
+	ended bool // the current session's end of session was stored
 }
 
 // NewChannel returns an empty channel whose store has the limits of cfg
@@ -54,6 +55,10 @@ func (c *Channel) OnPacket(session mold.Session, firstSeq uint64, pkt []byte) er
 	}
 	if !c.state.hasSession || c.state.session != session {
 		c.state.reset(session, firstSeq-1)
+		c.ended = false
+	}
+	if p.IsEndOfSession() {
+		c.ended = true
 	}
 	it := p.Iter()
 	for {
@@ -65,6 +70,14 @@ func (c *Channel) OnPacket(session mold.Session, firstSeq uint64, pkt []byte) er
 		c.state.apply(seq, msg)
 	}
 	return nil
+}
+
+// Ended reports whether the current session has ended (an end-of-session
+// packet was given to OnPacket).
+func (c *Channel) Ended() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.ended
 }
 
 // Read calls fn for each message of session from .. from+count-1, in order,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,11 +22,12 @@ type ClientConfig struct {
 	// Timeout bounds one request, from sending it to the final marker;
 	// default 2s.
 	Timeout time.Duration
-	// Workers is how many requests may be in flight at once; default 4.
-	Workers int
-	// QueueLen bounds the requests waiting for a worker; a request that
-	// finds the queue full fails at once (and its range is given up).
-	// Default 4096.
+	// MaxInflight is how many requests may await their replies at once;
+	// more wait in a queue. Default 256.
+	MaxInflight int
+	// QueueLen bounds the requests waiting to be sent; a request that finds
+	// the queue full fails at once (and its range is given up). Default
+	// 65536.
 	QueueLen int
 	// MaxPerRequest splits larger ranges into several requests; default
 	// 10,000 (the server's default limit).
@@ -40,10 +42,10 @@ type Result struct {
 	Range   seqgap.Range
 	// Packets are the recovered MoldUDP64 packets, owned by the receiver.
 	Packets [][]byte
-	// Err is set when the range (or what Packets do not cover) could not be
-	// recovered; the caller gives it up.
+	// Err is set when the range could not be recovered; the caller gives it
+	// up.
 	Err error
-	// Latency is from the request being queued to the answer.
+	// Latency is from the request being made to the answer.
 	Latency time.Duration
 }
 
@@ -54,33 +56,52 @@ type ClientStats struct {
 	Recovered uint64 // messages received in replies
 }
 
-// Client is the subscriber side of recovery: it sends the trackers'
-// requests over NATS from worker goroutines and hands the answers back to
-// the goroutine that polls, which applies them (Drain).
+// Client is the subscriber side of recovery. The trackers' requests are
+// sent at once on the caller's goroutine (a NATS publish only buffers); every
+// reply comes to one inbox subscription, where the parts are collected, and
+// the completed answers wait for the polling goroutine to apply them
+// (Drain). Nothing on the receive path waits for NATS, and one slow request
+// does not hold up the others.
 type Client struct {
 	nc     *nats.Conn
 	cfg    ClientConfig
-	reqs   chan request
+	inbox  string // reply subjects are inbox + "." + request id
+	sub    *nats.Subscription
 	notify atomic.Pointer[func()]
-	wg     sync.WaitGroup
 	done   chan struct{}
 	close  sync.Once
+	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	results []*Result
-	pending atomic.Int64
+	mu       sync.Mutex
+	nextID   uint64
+	inflight map[uint64]*call
+	queue    []*call // requests waiting for an in-flight slot
+	results  []*Result
+	pending  atomic.Int64
 
 	requests, failed, recovered atomic.Uint64
 }
 
-type request struct {
-	ch      int
-	session mold.Session
-	r       seqgap.Range
-	queued  time.Time
+// call is one request in flight.
+type call struct {
+	id       uint64
+	subject  string
+	payload  []byte
+	res      *Result
+	want     mold.Request // for retransmits: what the reply must carry
+	wait     chan *answer // for callers that wait (Retransmit, Snapshot) instead of Drain
+	parts    [][]byte
+	start    time.Time
+	deadline time.Time
 }
 
-// NewClient starts the workers.
+type answer struct {
+	parts [][]byte
+	final *nats.Msg
+	err   error
+}
+
+// NewClient subscribes to the client's reply inbox.
 func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	if cfg.Feed == "" {
 		cfg.Feed = DefaultFeed
@@ -91,33 +112,38 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 2 * time.Second
 	}
-	if cfg.Workers == 0 {
-		cfg.Workers = 4
+	if cfg.MaxInflight == 0 {
+		cfg.MaxInflight = 256
 	}
 	if cfg.QueueLen == 0 {
-		cfg.QueueLen = 4096
+		cfg.QueueLen = 65536
 	}
 	if cfg.MaxPerRequest == 0 {
 		cfg.MaxPerRequest = 10000
 	}
-	if cfg.Timeout < 0 || cfg.Workers < 1 || cfg.QueueLen < 1 || cfg.MaxPerRequest < 1 || cfg.MaxPerRequest > mold.MaxCount {
-		return nil, fmt.Errorf("recovery: client config: timeout %v, workers %d, queue %d, max per request %d", cfg.Timeout, cfg.Workers, cfg.QueueLen, cfg.MaxPerRequest)
+	if cfg.Timeout < 0 || cfg.MaxInflight < 1 || cfg.QueueLen < 1 || cfg.MaxPerRequest < 1 || cfg.MaxPerRequest > mold.MaxCount {
+		return nil, fmt.Errorf("recovery: client config: timeout %v, max in flight %d, queue %d, max per request %d", cfg.Timeout, cfg.MaxInflight, cfg.QueueLen, cfg.MaxPerRequest)
 	}
-	c := &Client{nc: nc, cfg: cfg, reqs: make(chan request, cfg.QueueLen), done: make(chan struct{})}
-	for i := 0; i < cfg.Workers; i++ {
-		c.wg.Add(1)
-		go c.work()
+	c := &Client{nc: nc, cfg: cfg, inbox: nc.NewInbox(), done: make(chan struct{}), inflight: map[uint64]*call{}}
+	sub, err := nc.Subscribe(c.inbox+".*", c.reply)
+	if err != nil {
+		return nil, fmt.Errorf("recovery: subscribe to the reply inbox %s: %w", c.inbox, err)
 	}
+	sub.SetPendingLimits(-1, -1)
+	c.sub = sub
+	c.wg.Add(1)
+	go c.expire()
 	return c, nil
 }
 
 // SetNotify sets the function called when an answer is ready to Drain.
 func (c *Client) SetNotify(f func()) { c.notify.Store(&f) }
 
-// Close stops the workers; requests still queued fail.
+// Close stops the client; requests in flight are dropped.
 func (c *Client) Close() {
 	c.close.Do(func() {
 		close(c.done)
+		c.sub.Unsubscribe()
 		c.wg.Wait()
 	})
 }
@@ -135,15 +161,201 @@ type channelRecovery struct {
 	ch int
 }
 
-// Request queues the request; it never blocks.
+// Request sends the request (split into chunks the server accepts); it
+// never blocks.
 func (r channelRecovery) Request(session mold.Session, rng seqgap.Range) {
 	c := r.c
-	req := request{ch: r.ch, session: session, r: rng, queued: time.Now()}
-	select {
-	case c.reqs <- req:
+	now := time.Now()
+	for from := rng.From; from <= rng.To; {
+		n := min(rng.To-from+1, uint64(c.cfg.MaxPerRequest))
+		req := mold.Request{Session: session, Seq: from, Count: uint16(n)}
+		c.start(&call{
+			subject: RetransmitSubject(c.cfg.Feed, r.ch),
+			payload: req.Append(nil),
+			want:    req,
+			res:     &Result{Channel: r.ch, Session: session, Range: seqgap.Range{From: from, To: from + n - 1}},
+			start:   now,
+		})
+		from += n
+	}
+}
+
+// start sends c or queues it when MaxInflight requests are out.
+func (c *Client) start(k *call) {
+	c.mu.Lock()
+	if len(c.inflight) >= c.cfg.MaxInflight {
+		if len(c.queue) >= c.cfg.QueueLen {
+			c.mu.Unlock()
+			c.fail(k, &ReplyError{Reason: fmt.Sprintf("%s: %d requests already queued", k.subject, c.cfg.QueueLen)})
+			return
+		}
+		c.queue = append(c.queue, k)
+		c.mu.Unlock()
+		return
+	}
+	c.send(k)
+	c.mu.Unlock()
+}
+
+// send publishes k; c.mu is held.
+func (c *Client) send(k *call) {
+	c.nextID++
+	k.id = c.nextID
+	k.deadline = time.Now().Add(c.cfg.Timeout)
+	c.inflight[k.id] = k
+	c.requests.Add(1)
+	if err := c.nc.PublishRequest(k.subject, c.inbox+"."+strconv.FormatUint(k.id, 10), k.payload); err != nil {
+		delete(c.inflight, k.id)
+		c.mu.Unlock()
+		c.fail(k, &ReplyError{Reason: fmt.Sprintf("%s: send: %v", k.subject, err)})
+		c.mu.Lock()
+	}
+}
+
+// done removes k from flight and sends queued requests; c.mu is held.
+func (c *Client) retire(k *call) {
+	delete(c.inflight, k.id)
+	for len(c.queue) > 0 && len(c.inflight) < c.cfg.MaxInflight {
+		next := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		c.send(next)
+	}
+}
+
+// reply collects the parts of every request; it runs on the subscription's
+// goroutine.
+func (c *Client) reply(m *nats.Msg) {
+	id, err := strconv.ParseUint(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:], 10, 64)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	k := c.inflight[id]
+	if k == nil {
+		c.mu.Unlock()
+		return // timed out already
+	}
+	var fail error
+	final := false
+	switch {
+	case m.Header.Get(HeaderError) != "":
+		e := &ReplyError{Code: ErrorCode(m.Header.Get(HeaderError)), Reason: m.Header.Get(HeaderReason)}
+		e.Oldest, _ = strconv.ParseUint(m.Header.Get(HeaderOldest), 10, 64)
+		e.Next, _ = strconv.ParseUint(m.Header.Get(HeaderNext), 10, 64)
+		e.Ended = m.Header.Get(HeaderEnded) == "true"
+		fail, final = e, true
+		if e.Code == CodeNotYet && k.wait == nil && e.Next > k.want.Seq {
+			// Part of the range exists: ask again for that part. This is
+			// also how a probe past the known end of a stale stream learns
+			// what it missed.
+			c.retire(k)
+			n := min(e.Next-k.want.Seq, uint64(k.want.Count))
+			k.want.Count = uint16(n)
+			k.payload = k.want.Append(k.payload[:0])
+			k.res.Range.To = k.want.Seq + n - 1
+			k.parts = nil
+			c.send(k)
+			c.mu.Unlock()
+			return
+		}
+	case m.Header.Get(HeaderFinal) != "":
+		final = true
+		if n, err := strconv.Atoi(m.Header.Get(HeaderFinal)); err != nil || n != len(k.parts) {
+			fail = &ReplyError{Reason: fmt.Sprintf("%s: final marker says %q parts, %d received", k.subject, m.Header.Get(HeaderFinal), len(k.parts))}
+		}
 	default:
-		c.finish(&Result{Channel: r.ch, Session: session, Range: rng,
-			Err: &ReplyError{Reason: fmt.Sprintf("channel %d: %d requests already queued", r.ch, c.cfg.QueueLen)}})
+		if n, err := strconv.Atoi(m.Header.Get(HeaderPart)); err != nil || n != len(k.parts)+1 {
+			fail, final = &ReplyError{Reason: fmt.Sprintf("%s: part %q out of order after %d parts", k.subject, m.Header.Get(HeaderPart), len(k.parts))}, true
+		} else {
+			k.parts = append(k.parts, m.Data)
+		}
+	}
+	if final {
+		c.retire(k)
+	}
+	c.mu.Unlock()
+	if !final {
+		return
+	}
+	if k.wait != nil {
+		k.wait <- &answer{parts: k.parts, final: m, err: fail}
+		return
+	}
+	if fail == nil {
+		fail = c.check(k)
+	}
+	if fail != nil {
+		c.fail(k, fail)
+		return
+	}
+	c.recovered.Add(uint64(k.want.Count))
+	k.res.Packets = k.parts
+	k.res.Latency = time.Since(k.start)
+	c.finish(k.res)
+}
+
+// check verifies that a retransmit reply carries exactly the messages asked
+// for, in order.
+func (c *Client) check(k *call) error {
+	next, got := k.want.Seq, 0
+	for _, p := range k.parts {
+		pk, err := mold.Parse(p)
+		if err != nil {
+			return &ReplyError{Reason: fmt.Sprintf("%s: reply part: %v", k.subject, err)}
+		}
+		if pk.Session != k.want.Session || pk.Seq != next {
+			return &ReplyError{Reason: fmt.Sprintf("%s: reply part of session %s seq %d, want session %s seq %d", k.subject, pk.Session, pk.Seq, k.want.Session, next)}
+		}
+		next += uint64(pk.Messages())
+		got += pk.Messages()
+	}
+	if got != int(k.want.Count) {
+		return &ReplyError{Reason: fmt.Sprintf("%s: reply carried %d messages, %d asked", k.subject, got, k.want.Count)}
+	}
+	return nil
+}
+
+func (c *Client) fail(k *call, err error) {
+	if k.wait != nil {
+		k.wait <- &answer{err: err}
+		return
+	}
+	var re *ReplyError
+	if !errors.As(err, &re) || re.Code != CodeNotYet {
+		// "Nothing there yet" answers a probe; it is not a failure.
+		c.failed.Add(1)
+	}
+	k.res.Err = err
+	k.res.Latency = time.Since(k.start)
+	c.finish(k.res)
+}
+
+// expire fails requests whose deadline passed.
+func (c *Client) expire() {
+	defer c.wg.Done()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case now := <-t.C:
+			var late []*call
+			c.mu.Lock()
+			for _, k := range c.inflight {
+				if now.After(k.deadline) {
+					late = append(late, k)
+				}
+			}
+			for _, k := range late {
+				c.retire(k)
+			}
+			c.mu.Unlock()
+			for _, k := range late {
+				c.fail(k, &ReplyError{Reason: fmt.Sprintf("%s: %v after %d parts (%v)", k.subject, ErrTimeout, len(k.parts), c.cfg.Timeout)})
+			}
+		}
 	}
 }
 
@@ -164,9 +376,6 @@ func (c *Client) Drain(fn func(*Result)) {
 }
 
 func (c *Client) finish(r *Result) {
-	if r.Err != nil {
-		c.failed.Add(1)
-	}
 	c.mu.Lock()
 	c.results = append(c.results, r)
 	c.pending.Store(int64(len(c.results)))
@@ -176,57 +385,23 @@ func (c *Client) finish(r *Result) {
 	}
 }
 
-func (c *Client) work() {
-	defer c.wg.Done()
-	for {
-		select {
-		case <-c.done:
-			return
-		case req := <-c.reqs:
-			c.serve(req)
-		}
-	}
-}
-
-// serve sends one queued request, split into chunks the server accepts.
-func (c *Client) serve(req request) {
-	for from := req.r.From; from <= req.r.To; {
-		n := min(req.r.To-from+1, uint64(c.cfg.MaxPerRequest))
-		chunk := seqgap.Range{From: from, To: from + n - 1}
-		res := &Result{Channel: req.ch, Session: req.session, Range: chunk}
-		res.Packets, res.Err = c.Retransmit(req.ch, mold.Request{Session: req.session, Seq: from, Count: uint16(n)})
-		res.Latency = time.Since(req.queued)
-		c.finish(res)
-		from += n
-	}
-}
-
 // Retransmit sends one re-request for channel ch and waits for the whole
 // reply. It returns the reply's packets, or a *ReplyError.
 func (c *Client) Retransmit(ch int, req mold.Request) ([][]byte, error) {
-	c.requests.Add(1)
-	parts, _, err := c.exchange(RetransmitSubject(c.cfg.Feed, ch), req.Append(nil))
-	if err != nil {
-		return nil, err
+	wait := make(chan *answer, 1)
+	k := &call{subject: RetransmitSubject(c.cfg.Feed, ch), payload: req.Append(nil), want: req, wait: wait, start: time.Now()}
+	c.start(k)
+	a := <-wait
+	if a.err == nil {
+		k.parts = a.parts
+		a.err = c.check(k)
 	}
-	// The reply must carry exactly the messages asked for, in order.
-	next, got := req.Seq, 0
-	for _, p := range parts {
-		pk, err := mold.Parse(p)
-		if err != nil {
-			return nil, &ReplyError{Reason: fmt.Sprintf("channel %d: reply part: %v", ch, err)}
-		}
-		if pk.Session != req.Session || pk.Seq != next {
-			return nil, &ReplyError{Reason: fmt.Sprintf("channel %d: reply part of session %s seq %d, want session %s seq %d", ch, pk.Session, pk.Seq, req.Session, next)}
-		}
-		next += uint64(pk.Messages())
-		got += pk.Messages()
+	if a.err != nil {
+		c.failed.Add(1)
+		return nil, a.err
 	}
-	if got != int(req.Count) {
-		return nil, &ReplyError{Reason: fmt.Sprintf("channel %d: reply carried %d messages, %d asked", ch, got, req.Count)}
-	}
-	c.recovered.Add(uint64(got))
-	return parts, nil
+	c.recovered.Add(uint64(req.Count))
+	return a.parts, nil
 }
 
 // Snapshot is a channel's state as the feed handler served it.
@@ -242,21 +417,13 @@ type Snapshot struct {
 
 // Snapshot asks for channel ch's snapshot and waits for it.
 func (c *Client) Snapshot(ctx context.Context, ch int) (*Snapshot, error) {
-	type answer struct {
-		parts [][]byte
-		final *nats.Msg
-		err   error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		parts, final, err := c.exchange(SnapshotSubject(c.cfg.Feed, ch), nil)
-		done <- answer{parts, final, err}
-	}()
-	var a answer
+	sc := make(chan *answer, 1)
+	c.start(&call{subject: SnapshotSubject(c.cfg.Feed, ch), wait: sc, start: time.Now()})
+	var a *answer
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case a = <-done:
+	case a = <-sc:
 	}
 	if a.err != nil {
 		return nil, a.err
@@ -283,44 +450,4 @@ func (c *Client) Snapshot(ctx context.Context, ch int) (*Snapshot, error) {
 		}
 	}
 	return snap, nil
-}
-
-// exchange sends a request and collects its parts up to the final marker.
-func (c *Client) exchange(subject string, payload []byte) ([][]byte, *nats.Msg, error) {
-	inbox := c.nc.NewRespInbox()
-	sub, err := c.nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, nil, &ReplyError{Reason: fmt.Sprintf("%s: subscribe to the reply inbox: %v", subject, err)}
-	}
-	defer sub.Unsubscribe()
-	if err := c.nc.PublishRequest(subject, inbox, payload); err != nil {
-		return nil, nil, &ReplyError{Reason: fmt.Sprintf("%s: send: %v", subject, err)}
-	}
-	deadline := time.Now().Add(c.cfg.Timeout)
-	var parts [][]byte
-	for {
-		m, err := sub.NextMsg(time.Until(deadline))
-		if errors.Is(err, nats.ErrTimeout) {
-			return nil, nil, &ReplyError{Reason: fmt.Sprintf("%s: %v after %d parts (%v)", subject, ErrTimeout, len(parts), c.cfg.Timeout)}
-		}
-		if err != nil {
-			return nil, nil, &ReplyError{Reason: fmt.Sprintf("%s: %v", subject, err)}
-		}
-		if code := m.Header.Get(HeaderError); code != "" {
-			e := &ReplyError{Code: ErrorCode(code), Reason: m.Header.Get(HeaderReason)}
-			e.Oldest, _ = strconv.ParseUint(m.Header.Get(HeaderOldest), 10, 64)
-			e.Next, _ = strconv.ParseUint(m.Header.Get(HeaderNext), 10, 64)
-			return nil, nil, e
-		}
-		if f := m.Header.Get(HeaderFinal); f != "" {
-			if n, err := strconv.Atoi(f); err != nil || n != len(parts) {
-				return nil, nil, &ReplyError{Reason: fmt.Sprintf("%s: final marker says %q parts, %d received", subject, f, len(parts))}
-			}
-			return parts, m, nil
-		}
-		if n, err := strconv.Atoi(m.Header.Get(HeaderPart)); err != nil || n != len(parts)+1 {
-			return nil, nil, &ReplyError{Reason: fmt.Sprintf("%s: part %q out of order after %d parts", subject, m.Header.Get(HeaderPart), len(parts))}
-		}
-		parts = append(parts, m.Data)
-	}
 }

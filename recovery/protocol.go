@@ -17,6 +17,7 @@ const (
 	HeaderNext        = "Tickcast-Next"
 	HeaderSession     = "Tickcast-Session"
 	HeaderSnapshotSeq = "Tickcast-Snapshot-Seq"
+	HeaderEnded       = "Tickcast-Ended"
 )
 
 // MaxPartBytes is the largest MoldUDP64 packet one reply part carries: far
@@ -96,6 +97,9 @@ type ReplyError struct {
 	Reason string
 	Oldest uint64 // CodeTooOld: oldest sequence still held
 	Next   uint64 // CodeNotYet: next sequence to be published
+	// Ended, with CodeNotYet: the session has ended; Next is one past its
+	// last message and nothing more will come.
+	Ended bool
 }
 
 func (e *ReplyError) Error() string {

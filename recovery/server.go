@@ -199,6 +199,9 @@ func (s *Server) retransmit(m *nats.Msg) {
 	if err != nil {
 		var re *ReplyError
 		errors.As(err, &re)
+		if re.Code == CodeNotYet {
+			re.Ended = c.Ended()
+		}
 		s.reject(m, re)
 		return
 	}
@@ -339,6 +342,9 @@ func (s *Server) reject(m *nats.Msg, e *ReplyError) {
 	}
 	if e.Next != 0 {
 		msg.Header.Set(HeaderNext, strconv.FormatUint(e.Next, 10))
+	}
+	if e.Ended {
+		msg.Header.Set(HeaderEnded, "true")
 	}
 	s.nc.PublishMsg(msg)
 }

@@ -168,7 +168,12 @@ type Stats struct {
 	AbruptEnds    uint64
 	StaleEvents   uint64
 	IgnoredRecov  uint64 // recovered messages of another session or already had
+	Probes        uint64 // requests past the known end of a stale stream
 }
+
+// probeLen is how many messages past the known end a stale stream's probe
+// asks for (the recovery answers with those that exist).
+const probeLen = 10000
 
 type held struct {
 	seq    uint64 // 0 when empty
@@ -197,6 +202,7 @@ type Tracker struct {
 	next      uint64
 	high      uint64
 	lastNs    int64
+	probeNs   int64 // last probe of a stale stream
 	window    []held
 	data      []byte
 	mask      uint64
@@ -454,6 +460,18 @@ func (t *Tracker) Tick(nowNs int64, out Output) {
 		t.stats.StaleEvents++
 		out.Event(t.emit(EventStale, LineRecovery))
 	}
+	if t.stale && !t.ended && t.rec != nil && nowNs-t.probeNs >= int64(t.cfg.StaleAfter) {
+		// Silence may hide a lost tail (heartbeats lost too): ask recovery
+		// for what follows high. A reply with messages extends the stream;
+		// one that there is nothing yet is given up without effect.
+		t.probeNs = nowNs
+		t.stats.Probes++
+		r := Range{t.high, t.high + probeLen - 1}
+		ev := t.emit(EventRequest, LineRecovery)
+		ev.Range = r
+		out.Event(ev)
+		t.rec.Request(t.session, r)
+	}
 	// Resolve expired gaps at the head, in order.
 	for t.gapCount > 0 {
 		g := &t.gaps[t.gapHead]
@@ -557,6 +575,23 @@ func (t *Tracker) Recovered(session mold.Session, p mold.Packet, nowNs int64, ou
 	t.take(p, LineRecovery, nowNs, nowNs, out)
 	if end > t.high {
 		t.high = end
+	}
+}
+
+// EndOfSession takes what recovery says of a session that ended: nextSeq is
+// one past its last message. It acts as an end-of-session packet would (a
+// tail gap if messages are missing, EventSessionEnd once); it is how a
+// subscriber that lost every end-of-session packet still learns the end.
+func (t *Tracker) EndOfSession(session mold.Session, nextSeq uint64, nowNs int64, out Output) {
+	if !t.started || session != t.session {
+		return
+	}
+	t.learnHigh(LineRecovery, nextSeq, nowNs, out)
+	if !t.ended {
+		t.ended = true
+		ev := t.emit(EventSessionEnd, LineRecovery)
+		ev.LastSeq = nextSeq - 1
+		out.Event(ev)
 	}
 }
 

@@ -19,9 +19,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,8 +33,10 @@ import (
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/logging"
+	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/internal/subapp"
 	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/recovery"
 )
 
 // Settings are the feed handler's settings.
@@ -53,6 +58,18 @@ type Settings struct {
 	LogFormat   string        `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
 	LogLevel    string        `flag:"log-level" default:"info" help:"debug, info, warn or error"`
 	Demo        bool          `flag:"demo" help:"also run a verifying subscriber in this process and print its summary"`
+
+	FeedName      string        `flag:"feed-name" default:"tickcast" help:"feed name in the NATS subjects (tickcast.FEED.retransmit.CH, ...)"`
+	NATSURL       string        `flag:"nats-url" default:"" help:"external NATS server or cluster to serve recovery on (empty: run an embedded server on --nats-listen)"`
+	NATSListen    string        `flag:"nats-listen" default:"127.0.0.1:4222" help:"address of the embedded NATS server (port 0: a free port)"`
+	NATSUsers     string        `flag:"nats-users" default:"" help:"embedded server users, name:password:role (feedhandler or subscriber), comma separated, or @FILE with one per line"`
+	NATSLive      bool          `flag:"nats-live" default:"true" help:"also publish every datagram on tickcast.FEED.live.CH for subscribers without multicast"`
+	Linger        time.Duration `flag:"linger" default:"5s" help:"after end of session, keep serving recovery (and repeating end of session) this long"`
+	StoreMessages int           `flag:"store-messages" default:"1048576" help:"retransmission store limit per channel, in messages"`
+	StoreBytes    int           `flag:"store-bytes" default:"67108864" help:"retransmission store limit per channel, in message bytes"`
+	MaxRetransmit int           `flag:"max-retransmit" default:"10000" help:"most messages one retransmit request may ask for"`
+	RateLimit     float64       `flag:"rate-limit" default:"1000000" help:"messages per second one requester may be sent"`
+	natsconn.Flags
 
 	Origins cliconf.Origins // where each explicitly set setting came from
 }
@@ -77,6 +94,16 @@ func (s *Settings) validate() error {
 		return cliconf.Invalid("heartbeat", "%v: must be positive", s.Heartbeat)
 	case s.SendBatch < 1 || s.SendBatch > 1024:
 		return cliconf.Invalid("send-batch", "%d: want 1..1024", s.SendBatch)
+	case s.Linger < 0:
+		return cliconf.Invalid("linger", "%v: must not be negative", s.Linger)
+	case s.StoreMessages < 1:
+		return cliconf.Invalid("store-messages", "%d: must be positive", s.StoreMessages)
+	case s.StoreBytes < 65535:
+		return cliconf.Invalid("store-bytes", "%d: at least 65535, so any message fits", s.StoreBytes)
+	case s.MaxRetransmit < 1 || s.MaxRetransmit > mold.MaxCount:
+		return cliconf.Invalid("max-retransmit", "%d: want 1..%d", s.MaxRetransmit, mold.MaxCount)
+	case s.RateLimit <= 0:
+		return cliconf.Invalid("rate-limit", "%v: must be positive", s.RateLimit)
 	case s.Demo && s.Count == 0:
 		return cliconf.Invalid("count", "0 (no limit) cannot be combined with --demo, which ends when the feed does")
 	}
@@ -132,8 +159,88 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	udpc := tickcast.UDPConfig{Interface: iface, TTL: s.TTL, MaxDatagram: s.MaxDatagram, CPU: -1}
 
+	if err := recovery.ValidateFeed(s.FeedName); err != nil {
+		fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("feed-name", "%v", err))
+		return 2
+	}
+	var users []natsconn.User
+	if s.NATSUsers != "" {
+		if s.NATSURL != "" {
+			fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("nats-users", "configures the embedded server, which --nats-url replaces"))
+			return 2
+		}
+		if strings.HasPrefix(s.NATSUsers, "@") {
+			users, err = natsconn.LoadUsersFile(s.NATSUsers[1:])
+		} else {
+			users, err = natsconn.ParseUsers(s.NATSUsers)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("nats-users", "%v", err))
+			return 2
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	// Recovery: a store per channel, served over NATS (embedded unless
+	// --nats-url names a server).
+	natsURL := s.NATSURL
+	if natsURL == "" {
+		host, portStr, err := net.SplitHostPort(s.NATSListen)
+		port, perr := strconv.Atoi(portStr)
+		if err != nil || perr != nil || port < 0 || port > 65535 {
+			fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("nats-listen", "%q: want host:port", s.NATSListen))
+			return 2
+		}
+		srv, err := natsconn.StartServer(natsconn.ServerConfig{Host: host, Port: port, Feed: s.FeedName, Users: users,
+			Log: func(level, msg string) {
+				if level != "info" {
+					log.Warn().Str("nats", level).Msg(msg)
+				}
+			}})
+		if err != nil {
+			log.Error().Err(err).Msg("cannot start the embedded NATS server")
+			return 1
+		}
+		defer srv.Shutdown()
+		natsURL = srv.ClientURL()
+		log.Info().Str("url", natsURL).Int("users", len(users)).Msg("embedded NATS server listening")
+	}
+	nc, err := natsconn.Connect(s.Flags.ConnConfig(natsURL, "feedhandler", ""), func(event string, err error) {
+		log.Warn().Str("event", event).Err(err).Msg("nats")
+	})
+	if err != nil {
+		log.Error().Err(err).Str("url", natsURL).Msg("cannot connect to NATS")
+		return 1
+	}
+	defer nc.Close()
+	stores := make([]*recovery.Channel, s.Channels)
+	for ch := range stores {
+		if stores[ch], err = recovery.NewChannel(recovery.StoreConfig{MaxMessages: s.StoreMessages, MaxBytes: s.StoreBytes}); err != nil {
+			fmt.Fprintf(stderr, "feedhandler: %v\n", err)
+			return 2
+		}
+	}
+	rsrv, err := recovery.NewServer(nc, recovery.ServerConfig{Feed: s.FeedName, Channels: stores,
+		MaxRetransmit: s.MaxRetransmit, RateLimit: s.RateLimit, Log: log.With().Str("role", "recovery").Logger()})
+	if err != nil {
+		log.Error().Err(err).Msg("cannot serve recovery")
+		return 1
+	}
+	defer rsrv.Close()
+	storeErrs := 0
+	onPacket := func(ch int, session mold.Session, firstSeq uint64, pkt []byte) {
+		if err := stores[ch].OnPacket(session, firstSeq, pkt); err != nil {
+			// The store refuses only what breaks the stream; say so, rarely.
+			if storeErrs++; storeErrs <= 10 {
+				log.Error().Err(err).Int("channel", ch).Msg("retransmission store")
+			}
+		}
+		if s.NATSLive {
+			rsrv.Live(ch, pkt)
+		}
+	}
 
 	// In demo mode the subscriber joins before the first packet is sent.
 	var demo *subapp.App
@@ -143,6 +250,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			Channels: s.Channels, Group: s.Group, GroupB: s.GroupB, Iface: s.Iface,
 			MaxDatagram: s.MaxDatagram, Verify: true, Seed: s.Seed, Instruments: s.Instruments,
 			Expect: s.Count, IdleTimeout: 5 * time.Second, Format: "none", Mode: "blocking", CPU: -1,
+			Window: 32768, StaleAfter: 300 * time.Millisecond,
+			Recovery: true, NATSURL: natsURL, FeedName: s.FeedName, RecoveryTimeout: 2 * time.Second,
 		}, log.With().Str("role", "demo-subscriber").Logger(), stdout)
 		if err != nil {
 			log.Error().Err(err).Msg("demo subscriber")
@@ -155,6 +264,17 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		Channels: s.Channels, GroupA: group, GroupB: groupB,
 		NewSender:   tickcast.UDPSenders(udpc),
 		MaxDatagram: s.MaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
+		OnPacket: onPacket,
+		OnControl: func(ch int, session mold.Session, nextSeq uint64, datagram []byte) {
+			// Heartbeats and end of session go to the store too: one before
+			// the first message starts its session (snapshots can be served
+			// from the start), and the end tells probing subscribers that
+			// nothing more will come.
+			stores[ch].OnPacket(session, nextSeq, datagram)
+			if s.NATSLive {
+				rsrv.Live(ch, datagram)
+			}
+		},
 	})
 	if err != nil {
 		log.Error().Err(err).Msg("cannot start publisher")
@@ -182,8 +302,35 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			log.Warn().Err(err).Msg("message dropped")
 		}
 	}})
-	closeErr := pub.Close()
+	endErr := pub.End()
 	elapsed := time.Since(start)
+	// Linger: keep serving recovery, and repeat the end of session every
+	// heartbeat interval so a subscriber that lost it still learns where the
+	// session ended. A second signal ends the linger at once.
+	if s.Linger > 0 && ctx.Err() == nil {
+		log.Info().Dur("linger", s.Linger).Msg("session ended; serving recovery")
+		lingerCtx, lingerStop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		tick := time.NewTicker(s.Heartbeat)
+		deadline := time.NewTimer(s.Linger)
+	linger:
+		for {
+			select {
+			case <-tick.C:
+				pub.End()
+			case <-deadline.C:
+				break linger
+			case <-lingerCtx.Done():
+				break linger
+			}
+		}
+		tick.Stop()
+		lingerStop()
+	}
+	closeErr := pub.Close()
+	if closeErr == nil {
+		closeErr = endErr
+	}
+	rst := rsrv.Stats()
 	st := pub.Stats()
 	for ch := 0; ch < s.Channels; ch++ {
 		log.Info().Int("channel", ch).Str("session", sessions[ch].String()).Uint64("next_seq", pub.NextSeq(ch)).
@@ -195,6 +342,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		"msgs_per_packet": float64(st.Messages) / max(1, float64(st.Packets)),
 		"flush_drain":     st.FlushDrain, "flush_full": st.FlushFull, "flush_deadline": st.FlushDeadline,
 		"unknown_instrument": st.UnknownInstrument, "interrupted": ctx.Err() != nil,
+		"retransmit_requests": rst.Requests, "retransmitted": rst.MessagesServed, "snapshots": rst.Snapshots,
+		"recovery_rejected": rst.Rejected, "live_published": rst.LivePublished,
 	}
 	level := zerolog.InfoLevel
 	code := 0

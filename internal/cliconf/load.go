@@ -75,12 +75,12 @@ func Load(name string, args []string, getenv func(string) string, dst any) error
 	out.Set(rv.Elem())
 	for _, s := range settings {
 		v, _ := s.defaultValue() // checked by settingsOf
-		out.Field(s.index).Set(v)
+		out.FieldByIndex(s.index).Set(v)
 	}
 	origins := Origins{}
 	for _, from := range [][]value{fromFile, fromEnv, fromFlags} {
 		for _, v := range from {
-			out.Field(v.s.index).Set(v.v)
+			out.FieldByIndex(v.s.index).Set(v.v)
 			origins[v.s.name] = v.origin
 		}
 	}

@@ -88,60 +88,85 @@ type setting struct {
 	def   string // default tag, as written
 	kind  kind
 	typ   reflect.Type
-	index int // field index in the struct
+	index []int // field index path in the struct (through embedded structs)
 }
 
 // settingsOf returns the settings declared by struct type t, and the index of
 // its Origins field (-1 when there is none).
+//
+// Settings of an embedded struct field (without a flag tag) are the outer
+// struct's settings, so programs can share groups of settings.
 func settingsOf(t reflect.Type) ([]setting, int, error) {
 	var out []setting
 	origins := -1
 	seen := map[string]string{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, tagged := f.Tag.Lookup("flag")
-		if !tagged {
-			if f.Type == originsType {
-				origins = i
+	var walk func(t reflect.Type, prefix []int) error
+	walk = func(t reflect.Type, prefix []int) error {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			idx := append(append([]int(nil), prefix...), i)
+			name, tagged := f.Tag.Lookup("flag")
+			if !tagged {
+				if f.Type == originsType && len(prefix) == 0 {
+					origins = i
+				}
+				if f.Anonymous && f.Type.Kind() == reflect.Struct {
+					if err := walk(f.Type, idx); err != nil {
+						return err
+					}
+				}
+				continue
 			}
-			continue
+			s, err := settingOf(t, f, name, seen)
+			if err != nil {
+				return err
+			}
+			s.index = idx
+			out = append(out, s)
 		}
-		bad := func(format string, args ...any) error {
-			return fmt.Errorf("cliconf: %s.%s: %s", t.Name(), f.Name, fmt.Sprintf(format, args...))
-		}
-		if !f.IsExported() {
-			return nil, 0, bad("flag tag on an unexported field")
-		}
-		if !validName(name) {
-			return nil, 0, bad("flag name %q is not lower-case letters, digits and '-'", name)
-		}
-		switch name {
-		case ConfigFlag, "h", "help":
-			return nil, 0, bad("flag name %q is reserved", name)
-		}
-		if other, dup := seen[name]; dup {
-			return nil, 0, bad("flag name %q is also used by %s", name, other)
-		}
-		seen[name] = f.Name
-		k, ok := kindOf(f.Type)
-		if !ok {
-			return nil, 0, bad("unsupported type %s", f.Type)
-		}
-		s := setting{
-			name:  name,
-			env:   envName(name),
-			help:  f.Tag.Get("help"),
-			def:   f.Tag.Get("default"),
-			kind:  k,
-			typ:   f.Type,
-			index: i,
-		}
-		if _, err := s.defaultValue(); err != nil {
-			return nil, 0, bad("default %q: %v", s.def, err)
-		}
-		out = append(out, s)
+		return nil
+	}
+	if err := walk(t, nil); err != nil {
+		return nil, 0, err
 	}
 	return out, origins, nil
+}
+
+// settingOf checks one tagged field.
+func settingOf(t reflect.Type, f reflect.StructField, name string, seen map[string]string) (setting, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("cliconf: %s.%s: %s", t.Name(), f.Name, fmt.Sprintf(format, args...))
+	}
+	if !f.IsExported() {
+		return setting{}, bad("flag tag on an unexported field")
+	}
+	if !validName(name) {
+		return setting{}, bad("flag name %q is not lower-case letters, digits and '-'", name)
+	}
+	switch name {
+	case ConfigFlag, "h", "help":
+		return setting{}, bad("flag name %q is reserved", name)
+	}
+	if other, dup := seen[name]; dup {
+		return setting{}, bad("flag name %q is also used by %s", name, other)
+	}
+	seen[name] = f.Name
+	k, ok := kindOf(f.Type)
+	if !ok {
+		return setting{}, bad("unsupported type %s", f.Type)
+	}
+	s := setting{
+		name: name,
+		env:  envName(name),
+		help: f.Tag.Get("help"),
+		def:  f.Tag.Get("default"),
+		kind: k,
+		typ:  f.Type,
+	}
+	if _, err := s.defaultValue(); err != nil {
+		return setting{}, bad("default %q: %v", s.def, err)
+	}
+	return s, nil
 }
 
 func validName(name string) bool {

@@ -18,11 +18,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/feed/verify"
 	"github.com/tickcast/tickcast/internal/cliconf"
+	"github.com/tickcast/tickcast/internal/natsconn"
+	"github.com/tickcast/tickcast/recovery"
 	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/faults"
@@ -32,29 +35,34 @@ import (
 
 // Settings are the subscriber's settings.
 type Settings struct {
-	Channels     int           `flag:"channels" default:"4" help:"the feed's number of channels (as the feed handler's --channels)"`
-	JoinChannels []string      `flag:"join-channels" default:"" help:"channels to join, comma separated (default: all)"`
-	Symbols      []string      `flag:"symbols" default:"" help:"join only the channels carrying these symbols, comma separated"`
-	Group        string        `flag:"group" default:"239.77.0.1:31001" help:"A-line group of channel 0, as the feed handler's"`
-	GroupB       string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: A line only)"`
-	Iface        string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to join on"`
-	Mode         string        `flag:"mode" default:"blocking" help:"receive mode: blocking (no CPU while idle) or busy-poll (spins one core per line)"`
-	CPU          int           `flag:"cpu" default:"-1" help:"pin busy-poll receive threads to this CPU (-1: no pinning)"`
-	RcvBuf       int           `flag:"rcvbuf" default:"0" help:"socket receive buffer to request in bytes (0: as large as allowed)"`
-	RingSlots    int           `flag:"ring-slots" default:"8192" help:"receive ring slots per line (power of two)"`
-	MaxDatagram  int           `flag:"max-datagram" default:"1472" help:"largest datagram in bytes, as the feed handler's"`
-	Format       string        `flag:"format" default:"auto" help:"output: auto (summary on a terminal, else none), summary (live one-screen view), text or json (one line per message), none"`
-	Verify       bool          `flag:"verify" help:"check every message against the synthetic feed made with --seed, --instruments and --channels"`
-	Seed         uint64        `flag:"seed" default:"1" help:"synthetic feed seed, for --verify"`
-	Instruments  int           `flag:"instruments" default:"100" help:"synthetic instruments, for --verify"`
-	Expect       uint64        `flag:"expect" default:"0" help:"exit once this many messages arrived; fewer at exit is a failure (0: no expectation)"`
-	IdleTimeout  time.Duration `flag:"idle-timeout" default:"5s" help:"exit after this long without a packet"`
-	Window       int           `flag:"window" default:"32768" help:"messages that can wait out of order per channel (power of two)"`
-	GapDelay     time.Duration `flag:"gap-delay" default:"0s" help:"how long a gap waits for a late packet before it is requested from recovery"`
-	LostAfter    time.Duration `flag:"lost-after" default:"10ms" help:"how long a gap may stay unfilled before it is reported lost"`
-	StaleAfter   time.Duration `flag:"stale-after" default:"300ms" help:"silence (not even a heartbeat) after which a channel is reported stale"`
-	LogFormat    string        `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
-	LogLevel     string        `flag:"log-level" default:"info" help:"debug, info, warn or error"`
+	Channels        int           `flag:"channels" default:"4" help:"the feed's number of channels (as the feed handler's --channels)"`
+	JoinChannels    []string      `flag:"join-channels" default:"" help:"channels to join, comma separated (default: all)"`
+	Symbols         []string      `flag:"symbols" default:"" help:"join only the channels carrying these symbols, comma separated"`
+	Group           string        `flag:"group" default:"239.77.0.1:31001" help:"A-line group of channel 0, as the feed handler's"`
+	GroupB          string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: A line only)"`
+	Iface           string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to join on"`
+	Mode            string        `flag:"mode" default:"blocking" help:"receive mode: blocking (no CPU while idle) or busy-poll (spins one core per line)"`
+	CPU             int           `flag:"cpu" default:"-1" help:"pin busy-poll receive threads to this CPU (-1: no pinning)"`
+	RcvBuf          int           `flag:"rcvbuf" default:"0" help:"socket receive buffer to request in bytes (0: as large as allowed)"`
+	RingSlots       int           `flag:"ring-slots" default:"8192" help:"receive ring slots per line (power of two)"`
+	MaxDatagram     int           `flag:"max-datagram" default:"1472" help:"largest datagram in bytes, as the feed handler's"`
+	Format          string        `flag:"format" default:"auto" help:"output: auto (summary on a terminal, else none), summary (live one-screen view), text or json (one line per message), none"`
+	Verify          bool          `flag:"verify" help:"check every message against the synthetic feed made with --seed, --instruments and --channels"`
+	Seed            uint64        `flag:"seed" default:"1" help:"synthetic feed seed, for --verify"`
+	Instruments     int           `flag:"instruments" default:"100" help:"synthetic instruments, for --verify"`
+	Expect          uint64        `flag:"expect" default:"0" help:"exit once this many messages arrived; fewer at exit is a failure (0: no expectation)"`
+	IdleTimeout     time.Duration `flag:"idle-timeout" default:"5s" help:"exit after this long without a packet"`
+	Window          int           `flag:"window" default:"32768" help:"messages that can wait out of order per channel (power of two)"`
+	GapDelay        time.Duration `flag:"gap-delay" default:"0s" help:"how long a gap waits for a late packet before it is requested from recovery"`
+	LostAfter       time.Duration `flag:"lost-after" default:"0s" help:"how long a gap may stay unfilled before it is reported lost (0: 10ms without recovery, 5s with)"`
+	StaleAfter      time.Duration `flag:"stale-after" default:"300ms" help:"silence (not even a heartbeat) after which a channel is reported stale"`
+	Recovery        bool          `flag:"recovery" default:"true" help:"recover gaps over NATS from the feed handler (--recovery=false: report them lost after --lost-after)"`
+	NATSURL         string        `flag:"nats-url" default:"nats://127.0.0.1:4222" help:"NATS server the feed handler serves recovery on"`
+	FeedName        string        `flag:"feed-name" default:"tickcast" help:"feed name in the NATS subjects, as the feed handler's"`
+	RecoveryTimeout time.Duration `flag:"recovery-timeout" default:"2s" help:"longest wait for one recovery reply"`
+	natsconn.Flags
+	LogFormat string `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
+	LogLevel  string `flag:"log-level" default:"info" help:"debug, info, warn or error"`
 
 	// Fault injection: a test facility (package ud/faults), off unless set.
 	InjectLoss     float64 `flag:"inject-loss" help:"test facility: drop each received datagram with this probability (0..1), on every line, before the subscriber sees it"`
@@ -74,6 +82,8 @@ type App struct {
 	sub *tickcast.Subscriber
 	h   *handler
 	inj []*faults.Receiver // fault-injecting receivers (test facility), if any
+	nc  *nats.Conn
+	rec *recovery.Client
 }
 
 // New validates the settings and joins the groups. Its errors are
@@ -121,8 +131,20 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	if s.GapDelay < 0 {
 		return nil, cliconf.Invalid("gap-delay", "%v: must not be negative", s.GapDelay)
 	}
-	if s.LostAfter <= 0 {
-		return nil, cliconf.Invalid("lost-after", "%v: must be positive", s.LostAfter)
+	if s.LostAfter < 0 {
+		return nil, cliconf.Invalid("lost-after", "%v: must not be negative", s.LostAfter)
+	}
+	if s.LostAfter == 0 {
+		s.LostAfter = 10 * time.Millisecond
+		if s.Recovery {
+			s.LostAfter = 5 * time.Second
+		}
+	}
+	if s.RecoveryTimeout <= 0 {
+		return nil, cliconf.Invalid("recovery-timeout", "%v: must be positive", s.RecoveryTimeout)
+	}
+	if err := recovery.ValidateFeed(s.FeedName); err != nil {
+		return nil, cliconf.Invalid("feed-name", "%v", err)
 	}
 	if s.StaleAfter <= 0 {
 		return nil, cliconf.Invalid("stale-after", "%v: must be positive", s.StaleAfter)
@@ -160,18 +182,46 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.Recovery {
+		inbox := ""
+		if s.User != "" {
+			// A subscriber user's replies may only come to its own prefix.
+			inbox = natsconn.UserInboxPrefix(s.User)
+		}
+		a.nc, err = natsconn.Connect(s.Flags.ConnConfig(s.NATSURL, "subscriber", inbox), func(event string, err error) {
+			log.Warn().Str("event", event).Err(err).Msg("nats")
+		})
+		if err != nil {
+			return nil, err
+		}
+		if a.rec, err = recovery.NewClient(a.nc, recovery.ClientConfig{Feed: s.FeedName, Timeout: s.RecoveryTimeout}); err != nil {
+			a.nc.Close()
+			return nil, err
+		}
+	}
 	a.sub, err = tickcast.NewSubscriber(tickcast.SubscriberConfig{
 		Channels: s.Channels, Join: join, GroupA: group, GroupB: groupB,
 		NewReceiver: newReceiver,
 		Tracker:     seqgap.Config{Window: s.Window, GapDelay: s.GapDelay, LostAfter: s.LostAfter, StaleAfter: s.StaleAfter},
+		Recovery:    a.rec,
 	})
 	if err != nil {
+		a.closeRecovery()
 		return nil, err
 	}
 	st := a.sub.ReceiverStats(0, tickcast.LineA)
 	log.Info().Ints("channels", a.sub.Channels()).Str("group", s.Group).Str("group_b", s.GroupB).
 		Str("mode", s.Mode).Int("rcvbuf_granted", st.RcvBuf).Bool("verify", s.Verify).Msg("subscribed")
 	return a, nil
+}
+
+func (a *App) closeRecovery() {
+	if a.rec != nil {
+		a.rec.Close()
+	}
+	if a.nc != nil {
+		a.nc.Close()
+	}
 }
 
 // Summary is the line printed at exit.
@@ -185,6 +235,9 @@ type Summary struct {
 	Missing          uint64  `json:"missing"`
 	LostRanges       uint64  `json:"lost_ranges"`
 	Recovered        uint64  `json:"recovered"`
+	RecoveryFailed   uint64  `json:"recovery_failed"`
+	RecoveryMeanUs   float64 `json:"recovery_mean_us"`
+	RecoveryMaxUs    float64 `json:"recovery_max_us"`
 	Requests         uint64  `json:"requests"`
 	Reordered        uint64  `json:"reordered"`
 	WindowFull       uint64  `json:"window_full"`
@@ -230,6 +283,7 @@ type Summary struct {
 // expectation (if any) was met and verification (if asked) passed; 1
 // otherwise.
 func (a *App) Run(ctx context.Context) int {
+	defer a.closeRecovery()
 	defer a.sub.Close()
 	h := a.h
 	allocs := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
@@ -286,6 +340,11 @@ func (a *App) Run(ctx context.Context) int {
 	}
 	if h.firstVerifyErr != nil {
 		sum.FirstVerifyError = h.firstVerifyErr.Error()
+	}
+	if a.rec != nil {
+		sum.RecoveryFailed = a.rec.Stats().Failed
+		_, mean, maxLat := a.sub.RecoveryLatency()
+		sum.RecoveryMeanUs, sum.RecoveryMaxUs = float64(mean)/1e3, float64(maxLat)/1e3
 	}
 	a.addInjected(&sum)
 	if h.received > 0 {
