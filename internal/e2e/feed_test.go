@@ -58,7 +58,7 @@ func TestTwoSubscribersVerify(t *testing.T) {
 }
 
 // TestKernelDropsAreGaps publishes as fast as possible to a subscriber with
-// a tiny receive buffer. Whatever the kernel drops must show up as gaps:
+// a tiny receive buffer and recovery disabled. Whatever the kernel drops must show up as gaps:
 // datagrams received plus datagrams the kernel reports dropped equal the
 // datagrams sent, messages received plus messages in gaps equal the
 // messages sent, and there are missing messages exactly when there are drops.
@@ -67,7 +67,7 @@ func TestKernelDropsAreGaps(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const count = 300_000
-	sub := start(t, ctx, subscriberBin, "--rcvbuf", "32768", "--idle-timeout", "2s", "--group", ga)
+	sub := start(t, ctx, subscriberBin, "--rcvbuf", "32768", "--idle-timeout", "2s", "--group", ga, "--recovery=false")
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)
 	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "0", "--group", ga)
 	if code := fh.wait(t, 30*time.Second); code != 0 {

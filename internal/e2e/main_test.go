@@ -101,8 +101,37 @@ func (p *proc) waitLog(t *testing.T, text string, d time.Duration) {
 	}
 }
 
+// natsAddrs holds each test's NATS address: the feed handler's embedded
+// server listens there and the test's subscribers connect to it, so tests
+// never meet another run's server.
+var natsAddrs sync.Map
+
+func natsAddr(t *testing.T) string {
+	if a, ok := natsAddrs.Load(t.Name()); ok {
+		return a.(string)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	natsAddrs.Store(t.Name(), addr)
+	return addr
+}
+
+// start runs bin with args. The test's NATS address and a short linger come
+// first, so that args can override them.
 func start(t *testing.T, ctx context.Context, bin string, args ...string) *proc {
 	t.Helper()
+	var pre []string
+	switch bin {
+	case feedhandlerBin:
+		pre = []string{"--nats-listen", natsAddr(t), "--linger", "300ms"}
+	case subscriberBin:
+		pre = []string{"--nats-url", "nats://" + natsAddr(t)}
+	}
+	args = append(pre, args...)
 	p := &proc{cmd: exec.CommandContext(ctx, bin, args...), done: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.Env = append(os.Environ(), "TICKCAST_LOG_FORMAT=json")

@@ -97,7 +97,7 @@ func TestTsharkWireCheck(t *testing.T) {
 	// packets are part of what tshark checks.
 	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "100000",
 		"--channels", strconv.Itoa(channels), "--group", ga, "--group-b", gb,
-		"--instruments", "60", "--seed", "7", "--heartbeat", "100us")
+		"--instruments", "60", "--seed", "7", "--heartbeat", "100us", "--linger", "0s")
 	if code := fh.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("feedhandler exit %d\n%s", code, tail(fh.stderr.String()))
 	}
