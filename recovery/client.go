@@ -73,6 +73,7 @@ type Client struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
+	closed   bool
 	nextID   uint64
 	inflight map[uint64]*call
 	queue    []*call // requests waiting for an in-flight slot
@@ -145,7 +146,25 @@ func (c *Client) Close() {
 		close(c.done)
 		c.sub.Unsubscribe()
 		c.wg.Wait()
+		// Fail whatever is in flight or queued, so no caller waits forever.
+		c.mu.Lock()
+		c.closed = true
+		var left []*call
+		for _, k := range c.inflight {
+			left = append(left, k)
+		}
+		left = append(left, c.queue...)
+		clear(c.inflight)
+		c.queue = nil
+		c.mu.Unlock()
+		for _, k := range left {
+			c.fail(k, errClosed(k))
+		}
 	})
+}
+
+func errClosed(k *call) error {
+	return &ReplyError{Reason: k.subject + ": the recovery client is closed"}
 }
 
 // Stats returns the counters.
@@ -183,6 +202,11 @@ func (r channelRecovery) Request(session mold.Session, rng seqgap.Range) {
 // start sends c or queues it when MaxInflight requests are out.
 func (c *Client) start(k *call) {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.fail(k, errClosed(k))
+		return
+	}
 	if len(c.inflight) >= c.cfg.MaxInflight {
 		if len(c.queue) >= c.cfg.QueueLen {
 			c.mu.Unlock()
@@ -239,6 +263,9 @@ func (c *Client) reply(m *nats.Msg) {
 	var fail error
 	final := false
 	switch {
+	case m.Header.Get("Status") == "503":
+		// NATS itself answers when nobody subscribes to the subject.
+		fail, final = &ReplyError{Reason: fmt.Sprintf("%s: no feed handler answers on this subject (is it running, with the same feed name?)", k.subject)}, true
 	case m.Header.Get(HeaderError) != "":
 		e := &ReplyError{Code: ErrorCode(m.Header.Get(HeaderError)), Reason: m.Header.Get(HeaderReason)}
 		e.Oldest, _ = strconv.ParseUint(m.Header.Get(HeaderOldest), 10, 64)

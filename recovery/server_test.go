@@ -427,7 +427,9 @@ func TestRetransmitRateLimited(t *testing.T) {
 	}
 }
 
+// connectOther opens another plain connection to e's NATS server.
 func connectOther(t testing.TB, e *env) *nats.Conn {
+	t.Helper()
 	nc, _ := connectNATS(t, natsconn.ConnConfig{URL: e.ns.ClientURL(), Name: "other"})
 	return nc
 }

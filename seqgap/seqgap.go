@@ -30,10 +30,11 @@ const LineRecovery = -1
 // Config tunes a Tracker. Zero fields take the defaults.
 type Config struct {
 	// Window is how many sequence numbers ahead of the next one can be held,
-	// a power of two. Default 32768.
+	// a power of two. Default 131072 (about half a second of a busy channel).
 	Window int
 	// SlotSize is the bytes reserved per held message; a longer message is
-	// held in its own allocation (counted in Stats.OversizeHeld). Default 128.
+	// held in its own allocation (counted in Stats.OversizeHeld). Default 80,
+	// which holds every version-1 normalized message.
 	SlotSize int
 	// GapDelay is how long a gap waits before it is requested, so that a
 	// late packet can close it first. Default 0: request on the next Tick.
@@ -51,13 +52,13 @@ type Config struct {
 
 func (c *Config) setDefaults() error {
 	if c.Window == 0 {
-		c.Window = 32768
+		c.Window = 131072
 	}
 	if c.Window < 2 || c.Window&(c.Window-1) != 0 || c.Window > 1<<24 {
 		return fmt.Errorf("seqgap: window %d: want a power of two in 2..%d", c.Window, 1<<24)
 	}
 	if c.SlotSize == 0 {
-		c.SlotSize = 128
+		c.SlotSize = 80
 	}
 	if c.SlotSize < 0 || c.SlotSize > 65535 {
 		return fmt.Errorf("seqgap: slot size %d: want 1..65535", c.SlotSize)

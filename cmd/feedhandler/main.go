@@ -250,7 +250,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			Channels: s.Channels, Group: s.Group, GroupB: s.GroupB, Iface: s.Iface,
 			MaxDatagram: s.MaxDatagram, Verify: true, Seed: s.Seed, Instruments: s.Instruments,
 			Expect: s.Count, IdleTimeout: 5 * time.Second, Format: "none", Mode: "blocking", CPU: -1,
-			Window: 32768, StaleAfter: 300 * time.Millisecond,
+			Window: 131072, StaleAfter: 300 * time.Millisecond,
 			Recovery: true, NATSURL: natsURL, FeedName: s.FeedName, RecoveryTimeout: 2 * time.Second,
 		}, log.With().Str("role", "demo-subscriber").Logger(), stdout)
 		if err != nil {

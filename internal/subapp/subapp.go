@@ -52,7 +52,7 @@ type Settings struct {
 	Instruments     int           `flag:"instruments" default:"100" help:"synthetic instruments, for --verify"`
 	Expect          uint64        `flag:"expect" default:"0" help:"exit once this many messages arrived; fewer at exit is a failure (0: no expectation)"`
 	IdleTimeout     time.Duration `flag:"idle-timeout" default:"5s" help:"exit after this long without a packet"`
-	Window          int           `flag:"window" default:"32768" help:"messages that can wait out of order per channel (power of two)"`
+	Window          int           `flag:"window" default:"131072" help:"messages that can wait out of order per channel (power of two); memory is about 80 bytes each"`
 	GapDelay        time.Duration `flag:"gap-delay" default:"0s" help:"how long a gap waits for a late packet before it is requested from recovery"`
 	LostAfter       time.Duration `flag:"lost-after" default:"0s" help:"how long a gap may stay unfilled before it is reported lost (0: 10ms without recovery, 5s with)"`
 	StaleAfter      time.Duration `flag:"stale-after" default:"300ms" help:"silence (not even a heartbeat) after which a channel is reported stale"`

@@ -1,0 +1,76 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickcast/tickcast/internal/natsconn"
+	"github.com/tickcast/tickcast/mold"
+)
+
+// TestClientNoFeedHandler: with nobody serving the subject, the request
+// fails at once with an error that says so, not after the timeout.
+func TestClientNoFeedHandler(t *testing.T) {
+	ns := startNATS(t, natsconn.ServerConfig{})
+	nc, _ := connectNATS(t, natsconn.ConnConfig{URL: ns.ClientURL()})
+	c, err := NewClient(nc, ClientConfig{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sess, _ := mold.ParseSession("S")
+	start := time.Now()
+	_, err = c.Retransmit(0, mold.Request{Session: sess, Seq: 1, Count: 1})
+	if err == nil || !strings.Contains(err.Error(), "no feed handler answers") {
+		t.Fatalf("err = %v", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("took %v: waited for the timeout", time.Since(start))
+	}
+}
+
+// TestClientCloseFailsWaiters: a caller waiting for a reply that will never
+// come is released by Close, and requests after Close fail at once.
+func TestClientCloseFailsWaiters(t *testing.T) {
+	ns := startNATS(t, natsconn.ServerConfig{})
+	nc, _ := connectNATS(t, natsconn.ConnConfig{URL: ns.ClientURL()})
+	// A responder that never answers keeps the request in flight.
+	sub, err := nc.Subscribe(RetransmitSubject(DefaultFeed, 0), func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c, err := NewClient(nc, ClientConfig{Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, _ := mold.ParseSession("S")
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Retransmit(0, mold.Request{Session: sess, Seq: 1, Count: 1})
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	c.Close()
+	select {
+	case err := <-done:
+		var re *ReplyError
+		if !errors.As(err, &re) || !strings.Contains(re.Reason, "closed") {
+			t.Fatalf("err = %v", err)
+		}
+	case <-time.After(natsWait):
+		t.Fatal("Close did not release the waiting Retransmit")
+	}
+	if _, err := c.Retransmit(0, mold.Request{Session: sess, Seq: 1, Count: 1}); err == nil {
+		t.Fatal("Retransmit after Close succeeded")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), natsWait)
+	defer cancel()
+	if _, err := c.Snapshot(ctx, 0); err == nil || ctx.Err() != nil {
+		t.Fatalf("Snapshot after Close: %v (context %v)", err, ctx.Err())
+	}
+}
