@@ -94,6 +94,11 @@ const (
 	// EventInstrumentGap: Instrument's per-instrument sequence skipped Range:
 	// those of its messages were in a lost range (or before a late join).
 	EventInstrumentGap EventKind = 11
+	// EventSnapshot: the channel's state as of sequence LastSeq follows, as
+	// Message calls with sequence 0 (each instrument's last definition,
+	// status, quote and trade); the stream resumes at LastSeq+1. It answers
+	// Range, missing because of a late join or too old to replay.
+	EventSnapshot EventKind = 12
 )
 
 func (k EventKind) String() string {
@@ -104,6 +109,8 @@ func (k EventKind) String() string {
 		return "malformed"
 	case EventInstrumentGap:
 		return "instrument-gap"
+	case EventSnapshot:
+		return "snapshot"
 	}
 	return seqgap.EventKind(k).String()
 }
@@ -125,6 +132,7 @@ type Event struct {
 
 // Handler receives a subscriber's messages, in sequence order per channel,
 // and its events. msg is valid only during the call: copy what you keep.
+// A message with sequence 0 is part of a snapshot (see EventSnapshot).
 type Handler interface {
 	Message(ch int, seq uint64, msg []byte, recvNs int64)
 	Event(ev *Event)
@@ -154,6 +162,7 @@ type SubscriberStats struct {
 	KernelDrops    uint64 // datagrams the kernel dropped for our sockets
 	RingFull       uint64 // times a receive ring was full
 	Truncated      uint64 // datagrams larger than a slot
+	Snapshots      uint64 // snapshots applied
 	PacketsA       uint64 // packets received on line A
 	PacketsB       uint64 // ... on line B
 	WinsA          uint64 // packets that brought new messages first on line A
@@ -172,7 +181,7 @@ type Subscriber struct {
 	now    int64         // the clock of the Poll in progress
 	apply  func(*recovery.Result)
 
-	recoveryResults, recoveryLatencySum, recoveryLatencyMax uint64
+	recoveryResults, recoveryLatencySum, recoveryLatencyMax, snapshots uint64
 
 	foreign, malformed, packets, ended, instGaps uint64
 }
@@ -292,7 +301,7 @@ func (s *Subscriber) AllEnded() bool {
 
 // Stats returns the counters, including the transports' kernel drop counts.
 func (s *Subscriber) Stats() SubscriberStats {
-	st := SubscriberStats{Packets: s.packets, Foreign: s.foreign, Malformed: s.malformed, Ended: s.ended, InstrumentGaps: s.instGaps}
+	st := SubscriberStats{Packets: s.packets, Foreign: s.foreign, Malformed: s.malformed, Ended: s.ended, InstrumentGaps: s.instGaps, Snapshots: s.snapshots}
 	for _, sc := range s.chans {
 		ts := sc.tracker.Stats()
 		st.Messages += ts.Released
@@ -464,6 +473,10 @@ func (s *Subscriber) applyRecovered(r *recovery.Result) {
 		return
 	}
 	sc := s.byIdx[r.Channel]
+	if r.Snapshot != nil {
+		s.applySnapshot(sc, r)
+		return
+	}
 	s.recoveryResults++
 	lat := uint64(r.Latency)
 	s.recoveryLatencySum += lat
@@ -482,6 +495,37 @@ func (s *Subscriber) applyRecovered(r *recovery.Result) {
 		}
 		sc.tracker.GiveUp(r.Session, r.Range, s.now)
 	}
+}
+
+// applySnapshot hands a channel's snapshot to the handler (EventSnapshot,
+// then each state message with sequence 0) and resumes the stream after the
+// sequence the snapshot reflects.
+func (s *Subscriber) applySnapshot(sc *subChannel, r *recovery.Result) {
+	snap := r.Snapshot
+	if snap.Session != r.Session || snap.Seq+1 <= sc.tracker.Next() {
+		// The feed handler moved to another session, or the snapshot is
+		// older than what was released: it cannot fill the range.
+		sc.tracker.GiveUp(r.Session, r.Range, s.now)
+		return
+	}
+	s.snapshots++
+	s.ev = Event{Kind: EventSnapshot, Channel: sc.idx, Line: seqgap.LineRecovery, Session: snap.Session,
+		LastSeq: snap.Seq, Range: r.Range}
+	s.h.Event(&s.ev)
+	for _, msg := range snap.Messages {
+		if len(msg) >= feed.HeaderLen {
+			// Per-instrument sequences continue from the snapshot's.
+			inst := binary.LittleEndian.Uint32(msg[4:])
+			if inst < maxTrackedInstrument {
+				if int(inst) >= len(sc.instSeq) {
+					sc.instSeq = append(sc.instSeq, make([]uint32, int(inst)+1-len(sc.instSeq))...)
+				}
+				sc.instSeq[inst] = max(sc.instSeq[inst], binary.LittleEndian.Uint32(msg[8:]))
+			}
+		}
+		s.h.Message(sc.idx, 0, msg, 0)
+	}
+	sc.tracker.Resync(snap.Session, snap.Seq+1, s.now, sc)
 }
 
 // RecoveryLatency returns how many recovery answers were applied and their

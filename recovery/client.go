@@ -32,6 +32,11 @@ type ClientConfig struct {
 	// MaxPerRequest splits larger ranges into several requests; default
 	// 10,000 (the server's default limit).
 	MaxPerRequest int
+	// SnapshotAbove: a missing range that starts at sequence 1 and is longer
+	// than this (a late join) is answered by loading the channel's snapshot
+	// instead of replaying it; so is a range the store no longer holds
+	// (too-old). Default 10,000; negative: never load a snapshot.
+	SnapshotAbove int
 }
 
 // Result is the answer to one request, handed to the polling goroutine by
@@ -47,6 +52,9 @@ type Result struct {
 	Err error
 	// Latency is from the request being made to the answer.
 	Latency time.Duration
+	// Snapshot, when set, answers the range instead of Packets: the caller
+	// applies the state and resumes the stream after Snapshot.Seq.
+	Snapshot *Snapshot
 }
 
 // ClientStats are a client's cumulative counters.
@@ -91,6 +99,7 @@ type call struct {
 	res      *Result
 	want     mold.Request // for retransmits: what the reply must carry
 	wait     chan *answer // for callers that wait (Retransmit, Snapshot) instead of Drain
+	snap     bool         // an asynchronous snapshot answering res.Range
 	parts    [][]byte
 	start    time.Time
 	deadline time.Time
@@ -121,6 +130,9 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	}
 	if cfg.MaxPerRequest == 0 {
 		cfg.MaxPerRequest = 10000
+	}
+	if cfg.SnapshotAbove == 0 {
+		cfg.SnapshotAbove = 10000
 	}
 	if cfg.Timeout < 0 || cfg.MaxInflight < 1 || cfg.QueueLen < 1 || cfg.MaxPerRequest < 1 || cfg.MaxPerRequest > mold.MaxCount {
 		return nil, fmt.Errorf("recovery: client config: timeout %v, max in flight %d, queue %d, max per request %d", cfg.Timeout, cfg.MaxInflight, cfg.QueueLen, cfg.MaxPerRequest)
@@ -185,6 +197,10 @@ type channelRecovery struct {
 func (r channelRecovery) Request(session mold.Session, rng seqgap.Range) {
 	c := r.c
 	now := time.Now()
+	if rng.From == 1 && c.cfg.SnapshotAbove >= 0 && rng.Len() > uint64(c.cfg.SnapshotAbove) {
+		c.start(c.snapshotCall(r.ch, session, rng, now))
+		return
+	}
 	for from := rng.From; from <= rng.To; {
 		n := min(rng.To-from+1, uint64(c.cfg.MaxPerRequest))
 		req := mold.Request{Session: session, Seq: from, Count: uint16(n)}
@@ -197,6 +213,11 @@ func (r channelRecovery) Request(session mold.Session, rng seqgap.Range) {
 		})
 		from += n
 	}
+}
+
+func (c *Client) snapshotCall(ch int, session mold.Session, rng seqgap.Range, start time.Time) *call {
+	return &call{subject: SnapshotSubject(c.cfg.Feed, ch), snap: true, start: start,
+		res: &Result{Channel: ch, Session: session, Range: rng}}
 }
 
 // start sends c or queues it when MaxInflight requests are out.
@@ -272,6 +293,14 @@ func (c *Client) reply(m *nats.Msg) {
 		e.Next, _ = strconv.ParseUint(m.Header.Get(HeaderNext), 10, 64)
 		e.Ended = m.Header.Get(HeaderEnded) == "true"
 		fail, final = e, true
+		if e.Code == CodeTooOld && k.wait == nil && !k.snap && c.cfg.SnapshotAbove >= 0 {
+			// The store no longer holds the range: the snapshot is the
+			// only way to the current state.
+			c.retire(k)
+			c.send(c.snapshotCall(k.res.Channel, k.res.Session, k.res.Range, k.start))
+			c.mu.Unlock()
+			return
+		}
 		if e.Code == CodeNotYet && k.wait == nil && e.Next > k.want.Seq {
 			// Part of the range exists: ask again for that part. This is
 			// also how a probe past the known end of a stale stream learns
@@ -307,6 +336,20 @@ func (c *Client) reply(m *nats.Msg) {
 	}
 	if k.wait != nil {
 		k.wait <- &answer{parts: k.parts, final: m, err: fail}
+		return
+	}
+	if k.snap {
+		var snap *Snapshot
+		if fail == nil {
+			snap, fail = parseSnapshot(k.res.Channel, k.parts, m)
+		}
+		if fail != nil {
+			c.fail(k, fail)
+			return
+		}
+		k.res.Snapshot = snap
+		k.res.Latency = time.Since(k.start)
+		c.finish(k.res)
 		return
 	}
 	if fail == nil {
@@ -455,18 +498,23 @@ func (c *Client) Snapshot(ctx context.Context, ch int) (*Snapshot, error) {
 	if a.err != nil {
 		return nil, a.err
 	}
+	return parseSnapshot(ch, a.parts, a.final)
+}
+
+// parseSnapshot reads a snapshot reply's parts and final marker.
+func parseSnapshot(ch int, parts [][]byte, final *nats.Msg) (*Snapshot, error) {
 	snap := &Snapshot{}
-	seq, err := strconv.ParseUint(a.final.Header.Get(HeaderSnapshotSeq), 10, 64)
+	seq, err := strconv.ParseUint(final.Header.Get(HeaderSnapshotSeq), 10, 64)
 	if err != nil {
 		return nil, &ReplyError{Reason: fmt.Sprintf("channel %d: snapshot final marker without a valid %s", ch, HeaderSnapshotSeq)}
 	}
 	snap.Seq = seq
-	if s := a.final.Header.Get(HeaderSession); s != "" {
+	if s := final.Header.Get(HeaderSession); s != "" {
 		if snap.Session, err = mold.ParseSession(s); err != nil {
 			return nil, &ReplyError{Reason: fmt.Sprintf("channel %d: snapshot session: %v", ch, err)}
 		}
 	}
-	for _, p := range a.parts {
+	for _, p := range parts {
 		pk, err := mold.Parse(p)
 		if err != nil {
 			return nil, &ReplyError{Reason: fmt.Sprintf("channel %d: snapshot part: %v", ch, err)}

@@ -196,7 +196,7 @@ func (s *scenario) run(cmd string) {
 		s.tr.GiveUp(sess, Range{u(2), u(3)}, s.now)
 	case "resync":
 		sess, _ := mold.ParseSession(f[1])
-		s.tr.Resync(sess, u(2), s)
+		s.tr.Resync(sess, u(2), s.now, s)
 	case "stats":
 		st := s.tr.Stats()
 		s.out = append(s.out, fmt.Sprintf("released=%d lost=%d dup-msgs=%d dup-packets=%d held=%d recovered=%d overflow=%d wins=%d/%d requests=%d",

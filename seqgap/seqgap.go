@@ -615,25 +615,42 @@ func (t *Tracker) GiveUp(session mold.Session, r Range, nowNs int64) {
 // Resync moves the stream of session to next, as after loading a snapshot
 // that reflects every message before next: messages and gaps below next are
 // dropped without being reported lost, held ones from next on stay.
-func (t *Tracker) Resync(session mold.Session, next uint64, out Output) {
+func (t *Tracker) Resync(session mold.Session, next uint64, nowNs int64, out Output) {
 	if !t.started || session != t.session {
-		t.newSession(LineRecovery, session, t.lastNs, out)
+		t.newSession(LineRecovery, session, nowNs, out)
 	}
-	for t.heldCount > 0 && t.next < next {
-		h := &t.window[t.next&t.mask]
-		if h.seq == t.next {
-			h.seq = 0
-			t.heldCount--
+	if next > t.next {
+		// Drop what is held below next: the snapshot accounts for it.
+		if next-t.next >= uint64(len(t.window)) {
+			for i := range t.window {
+				if h := &t.window[i]; h.seq != 0 && h.seq < next {
+					h.seq = 0
+					t.heldCount--
+				}
+			}
+		} else {
+			for seq := t.next; seq < next; seq++ {
+				if h := &t.window[seq&t.mask]; h.seq == seq {
+					h.seq = 0
+					t.heldCount--
+				}
+			}
 		}
-		t.next++
-	}
-	if t.next < next {
 		t.next = next
 	}
 	if t.high < next {
 		t.high = next
 	}
 	t.trimGaps()
+	// What is still missing after the snapshot is asked for again, with a
+	// fresh deadline: the earlier request covered it, but it may have been
+	// answered by the snapshot instead.
+	for i := 0; i < t.gapCount; i++ {
+		g := &t.gaps[(t.gapHead+i)%len(t.gaps)]
+		g.reqTo = 0
+		g.detectedNs = nowNs
+		g.deadlineNs = nowNs + int64(t.cfg.LostAfter)
+	}
 	t.drain(out)
 }
 
