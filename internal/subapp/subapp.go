@@ -236,6 +236,8 @@ type Summary struct {
 	LostRanges       uint64  `json:"lost_ranges"`
 	Recovered        uint64  `json:"recovered"`
 	RecoveryFailed   uint64  `json:"recovery_failed"`
+	Snapshots        uint64  `json:"snapshots"`
+	SnapshotMessages uint64  `json:"snapshot_messages"`
 	RecoveryMeanUs   float64 `json:"recovery_mean_us"`
 	RecoveryMaxUs    float64 `json:"recovery_max_us"`
 	Requests         uint64  `json:"requests"`
@@ -341,6 +343,7 @@ func (a *App) Run(ctx context.Context) int {
 	if h.firstVerifyErr != nil {
 		sum.FirstVerifyError = h.firstVerifyErr.Error()
 	}
+	sum.Snapshots, sum.SnapshotMessages = st.Snapshots, h.snapshotMsgs
 	if a.rec != nil {
 		sum.RecoveryFailed = a.rec.Stats().Failed
 		_, mean, maxLat := a.sub.RecoveryLatency()
@@ -396,12 +399,19 @@ type handler struct {
 	verifyErrs     uint64
 	firstVerifyErr error
 	lostLogs       int
+	snapshotMsgs   uint64
 	instLogs       int
 	m              feed.Msg
 	line           []byte
 }
 
 func (h *handler) Message(ch int, seq uint64, msg []byte, recvNs int64) {
+	if seq == 0 {
+		// State from a snapshot, not a stream message: nothing to verify
+		// it against, and it is not counted as received.
+		h.snapshotMsgs++
+		return
+	}
 	h.received++
 	if h.v != nil {
 		if err := h.v.Check(ch, seq, msg); err != nil {
@@ -493,6 +503,9 @@ func (h *handler) Event(ev *tickcast.Event) {
 			stream(log.Info()).Uint32("instrument", ev.Instrument).Uint64("inst_seq_from", ev.Range.From).
 				Uint64("inst_seq_to", ev.Range.To).Int("instrument_gap_events", h.instLogs).Msg("instrument missed messages")
 		}
+	case tickcast.EventSnapshot:
+		stream(log.Info()).Uint64("snapshot_seq", ev.LastSeq).Uint64("answers_from", ev.Range.From).
+			Uint64("answers_to", ev.Range.To).Msg("snapshot loaded; stream resumes after it")
 	case tickcast.EventSessionStart:
 		stream(log.Info()).Msg("session start")
 	case tickcast.EventSessionEnd:
