@@ -27,6 +27,7 @@ var update = flag.Bool("update", false, "rewrite the expected output of the scen
 //	recover S1 4 2       recovery delivers messages 4..5
 //	giveup S1 4 5        recovery gives up on 4..5
 //	resync S1 10         a snapshot covers everything before 10
+//	ended S1 9           recovery says the session ended (next sequence 9)
 //	----
 //	release 1..3 A       consecutive releases from one line, coalesced
 //	gap 4..5 A           and every event, in the order emitted
@@ -194,6 +195,9 @@ func (s *scenario) run(cmd string) {
 	case "giveup":
 		sess, _ := mold.ParseSession(f[1])
 		s.tr.GiveUp(sess, Range{u(2), u(3)}, s.now)
+	case "ended":
+		sess, _ := mold.ParseSession(f[1])
+		s.tr.EndOfSession(sess, u(2), s.now, s)
 	case "resync":
 		sess, _ := mold.ParseSession(f[1])
 		s.tr.Resync(sess, u(2), s.now, s)
