@@ -61,7 +61,20 @@ type Synthetic struct {
 	symbols  []Symbol // index id-1
 	basePx   []int64  // per instrument, in ticks
 	channels []int    // per instrument (id-1)
+	walks    []walk   // per instrument (id-1): the last round's steps
 }
+
+// walk caches an instrument's random steps of the last round computed. The
+// step at level L depends only on round>>L, so from one round to the next
+// only about two levels change; the rest are reused. The cache changes no
+// result: Expect stays a pure function of its arguments.
+type walk struct {
+	valid bool
+	round uint64
+	steps [walkLevels]int64
+}
+
+const walkLevels = 16
 
 // NewSynthetic returns a synthetic source.
 func NewSynthetic(cfg SyntheticConfig) (*Synthetic, error) {
@@ -74,6 +87,7 @@ func NewSynthetic(cfg SyntheticConfig) (*Synthetic, error) {
 		symbols:  make([]Symbol, cfg.Instruments),
 		basePx:   make([]int64, cfg.Instruments),
 		channels: make([]int, cfg.Instruments),
+		walks:    make([]walk, cfg.Instruments),
 		clock:    func() int64 { return time.Now().UnixNano() },
 	}
 	offset := cfg.Seed % (26 * 26 * 26 * 26)
@@ -214,15 +228,19 @@ func (g *Synthetic) Expect(c int, seq uint64, m *Msg) {
 // random steps at 16 time scales (step size growing with the square root of
 // the scale), which wanders like a random walk yet needs no history.
 func (g *Synthetic) touch(id uint32, round uint64) (bid, ask int64) {
+	w := &g.walks[id-1]
 	mid := g.basePx[id-1] * 4 // quarter ticks, for finer walks
 	amp := int64(1)
-	for lvl := uint64(0); lvl < 16; lvl++ {
-		step := int64(mix(g.cfg.Seed, uint64(id), lvl, round>>lvl)%5) - 2
-		mid += step * amp
+	for lvl := uint64(0); lvl < walkLevels; lvl++ {
+		if !w.valid || w.round>>lvl != round>>lvl {
+			w.steps[lvl] = int64(mix(g.cfg.Seed, uint64(id), lvl, round>>lvl)%5) - 2
+		}
+		mid += w.steps[lvl] * amp
 		if lvl%2 == 1 {
 			amp *= 2
 		}
 	}
+	w.valid, w.round = true, round
 	mid /= 4
 	if mid < 10 {
 		mid = 10

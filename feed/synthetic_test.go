@@ -201,3 +201,28 @@ func BenchmarkSyntheticNext(b *testing.B) {
 		g.Next(&m)
 	}
 }
+
+// TestSyntheticRandomAccess: Expect gives the same message whether the
+// stream is walked in order (the walk cache warm) or visited at random
+// (cold or jumping), so it really is a function of (channel, sequence).
+func TestSyntheticRandomAccess(t *testing.T) {
+	cfg := SyntheticConfig{Seed: 99, Instruments: 7, Channels: 2}
+	seqGen, _ := NewSynthetic(cfg)
+	randGen, _ := NewSynthetic(cfg)
+	c := seqGen.ActiveChannels()[0]
+	want := make([]Msg, 20000)
+	for i := range want {
+		seqGen.Expect(c, uint64(i+1), &want[i])
+	}
+	rng := uint64(12345)
+	var got Msg
+	for k := 0; k < 20000; k++ {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		i := rng >> 33 % uint64(len(want))
+		got = Msg{}
+		randGen.Expect(c, i+1, &got)
+		if got != want[i] {
+			t.Fatalf("seq %d: random access %+v, in order %+v", i+1, got, want[i])
+		}
+	}
+}
