@@ -89,7 +89,8 @@ func TestSnapshotMatchesLogWhilePublishing(t *testing.T) {
 	var (
 		logMu sync.Mutex
 		logs  = map[mold.Session][][]byte{}
-		snaps atomic.Int64
+		snaps atomic.Int64 // snapshot attempts
+		taken atomic.Int64 // snapshots of a started session
 		stop  atomic.Bool
 		pkts  int64
 	)
@@ -111,7 +112,9 @@ func TestSnapshotMatchesLogWhilePublishing(t *testing.T) {
 				runtime.Gosched()
 				continue
 			}
-			if !switched && snaps.Load() >= wantSnapshots/2 {
+			// Switch once half the snapshots were taken of the first
+			// session (attempts before the first packet do not count).
+			if !switched && taken.Load() >= wantSnapshots/2 {
 				st.newSession("PB00000002")
 				switched = true
 			}
@@ -135,7 +138,9 @@ func TestSnapshotMatchesLogWhilePublishing(t *testing.T) {
 	sessions := map[mold.Session]bool{}
 	deadline := time.Now().Add(20 * time.Second)
 	n := 0
-	for n < wantSnapshots && time.Now().Before(deadline) {
+	// Go on until both sessions were seen: under load the publisher may
+	// switch late.
+	for (n < wantSnapshots || len(sessions) < 2) && time.Now().Before(deadline) {
 		var got [][]byte
 		session, seq, err := c.Snapshot(func(msg []byte) error {
 			got = append(got, clone(msg))
@@ -168,6 +173,7 @@ func TestSnapshotMatchesLogWhilePublishing(t *testing.T) {
 		distinct[point{session, seq}] = true
 		sessions[session] = true
 		n++
+		taken.Add(1)
 	}
 	stop.Store(true)
 	if err := <-pubDone; err != nil {

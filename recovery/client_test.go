@@ -74,3 +74,17 @@ func TestClientCloseFailsWaiters(t *testing.T) {
 		t.Fatalf("Snapshot after Close: %v (context %v)", err, ctx.Err())
 	}
 }
+
+func TestRequesterIdentity(t *testing.T) {
+	for reply, want := range map[string]string{
+		"_INBOX_alice.nuid1.7":  "_INBOX_alice.",
+		"_INBOX_alice.nuid2.99": "_INBOX_alice.",
+		"_INBOX.abc123.7":       "_INBOX.abc123.",
+		"_INBOX.abc123.x.9":     "_INBOX.abc123.x.",
+		"reply":                 "reply",
+	} {
+		if got := requester(reply); got != want {
+			t.Errorf("requester(%q) = %q, want %q", reply, got, want)
+		}
+	}
+}

@@ -67,9 +67,17 @@ func channelOf(subject string) (int, error) {
 	return ch, nil
 }
 
-// requester identifies who sent a request: its reply subject without the
-// last token, the inbox prefix NATS permissions grant to one client.
+// requester identifies who sent a request, for the rate limit. With NATS
+// permissions each subscriber user may only read replies under its own
+// prefix, _INBOX_<user>., which is therefore its identity however many
+// connections it opens. Without users, it is the reply subject without its
+// last token (one client's inbox).
 func requester(reply string) string {
+	if strings.HasPrefix(reply, "_INBOX_") {
+		if i := strings.IndexByte(reply, '.'); i > 0 {
+			return reply[:i+1]
+		}
+	}
 	if i := strings.LastIndexByte(reply, '.'); i > 0 {
 		return reply[:i+1]
 	}

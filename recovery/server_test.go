@@ -714,12 +714,24 @@ func TestClientPipeline(t *testing.T) {
 		}
 	})
 	t.Run("too-old", func(t *testing.T) {
+		// The store no longer holds the range: the client loads the
+		// snapshot instead, which answers it.
 		rec.Request(st.session, seqgap.Range{From: 100, To: 199})
 		r := results(t, e.cli, notify, 1)[0]
-		if r.Packets != nil || r.Range != (seqgap.Range{From: 100, To: 199}) {
+		if r.Err != nil || r.Packets != nil || r.Range != (seqgap.Range{From: 100, To: 199}) || r.Snapshot == nil {
 			t.Fatalf("result %+v", r)
 		}
-		re := wantReplyError(t, r.Err, CodeTooOld)
+		if r.Snapshot.Session != st.session || r.Snapshot.Seq != c.Next()-1 || len(r.Snapshot.Messages) == 0 {
+			t.Fatalf("snapshot session %s seq %d (%d messages), want %s %d", r.Snapshot.Session, r.Snapshot.Seq, len(r.Snapshot.Messages), st.session, c.Next()-1)
+		}
+		// With snapshots turned off, the error comes back.
+		noSnap, err := NewClient(e.cliConn, ClientConfig{SnapshotAbove: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer noSnap.Close()
+		_, err = noSnap.Retransmit(0, mold.Request{Session: st.session, Seq: 100, Count: 100})
+		re := wantReplyError(t, err, CodeTooOld)
 		if re.Oldest != c.Oldest() {
 			t.Errorf("Oldest %d, want %d", re.Oldest, c.Oldest())
 		}
