@@ -29,6 +29,7 @@ import (
 	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/faults"
+	"github.com/tickcast/tickcast/ud/natslive"
 	"github.com/tickcast/tickcast/ud/udp"
 	"golang.org/x/term"
 )
@@ -40,6 +41,7 @@ type Settings struct {
 	Symbols         []string      `flag:"symbols" default:"" help:"join only the channels carrying these symbols, comma separated"`
 	Group           string        `flag:"group" default:"239.77.0.1:31001" help:"A-line group of channel 0, as the feed handler's"`
 	GroupB          string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: A line only)"`
+	Transport       string        `flag:"transport" default:"udp" help:"udp (multicast) or nats (the feed handler's live NATS subjects, for hosts without multicast)"`
 	Iface           string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to join on"`
 	Mode            string        `flag:"mode" default:"blocking" help:"receive mode: blocking (no CPU while idle) or busy-poll (spins one core per line)"`
 	CPU             int           `flag:"cpu" default:"-1" help:"pin busy-poll receive threads to this CPU (-1: no pinning)"`
@@ -98,6 +100,16 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		if groupB, err = tickcast.ParseGroup(s.GroupB); err != nil {
 			return nil, cliconf.Invalid("group-b", "%v", err)
 		}
+	}
+	switch s.Transport {
+	case "", "udp":
+		s.Transport = "udp"
+	case "nats":
+		if groupB.IsValid() {
+			return nil, cliconf.Invalid("group-b", "%q: a B line is multicast only; --transport nats takes each channel from its one live NATS subject", s.GroupB)
+		}
+	default:
+		return nil, cliconf.Invalid("transport", "%q: want udp or nats", s.Transport)
 	}
 	iface, err := netip.ParseAddr(s.Iface)
 	if err != nil || !iface.Is4() {
@@ -178,11 +190,15 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	}
 	udpc := tickcast.UDPConfig{Interface: iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
 		RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU}
-	newReceiver, err := a.injectFaults(tickcast.UDPReceivers(udpc), group, groupB)
+	open := tickcast.UDPReceivers(udpc)
+	if s.Transport == "nats" {
+		open = a.natsReceivers(group) // uses a.nc, connected below
+	}
+	newReceiver, err := a.injectFaults(open, group, groupB)
 	if err != nil {
 		return nil, err
 	}
-	if s.Recovery {
+	if s.Recovery || s.Transport == "nats" {
 		inbox := ""
 		if s.User != "" {
 			// A subscriber user's replies may only come to its own prefix.
@@ -194,7 +210,9 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		if err != nil {
 			return nil, err
 		}
-		if a.rec, err = recovery.NewClient(a.nc, recovery.ClientConfig{Feed: s.FeedName, Timeout: s.RecoveryTimeout}); err != nil {
+		if !s.Recovery {
+			// Connected for the live subjects only (--transport nats).
+		} else if a.rec, err = recovery.NewClient(a.nc, recovery.ClientConfig{Feed: s.FeedName, Timeout: s.RecoveryTimeout}); err != nil {
 			a.nc.Close()
 			return nil, err
 		}
@@ -211,7 +229,7 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	}
 	st := a.sub.ReceiverStats(0, tickcast.LineA)
 	log.Info().Ints("channels", a.sub.Channels()).Str("group", s.Group).Str("group_b", s.GroupB).
-		Str("mode", s.Mode).Int("rcvbuf_granted", st.RcvBuf).Bool("verify", s.Verify).Msg("subscribed")
+		Str("transport", s.Transport).Str("mode", s.Mode).Int("rcvbuf_granted", st.RcvBuf).Bool("verify", s.Verify).Msg("subscribed")
 	return a, nil
 }
 
@@ -623,4 +641,31 @@ func (a *App) addInjected(sum *Summary) {
 	sum.InjectedDroppedDatagrams, sum.InjectedDroppedMessages = f.DroppedDatagrams, f.DroppedMessages
 	sum.InjectedDuplicates, sum.InjectedReordered = f.Duplicated, f.Reordered
 	sum.SilencedDatagrams, sum.SilencedMessages = f.SilencedDatagrams, f.SilencedMessages
+}
+
+// Live over NATS (--transport nats): each channel's receiver subscribes to
+// the feed handler's live subject (docs/recovery.md) instead of joining a
+// multicast group; everything after the receiver is the same.
+
+// natsReceivers returns the receiver factory for --transport nats. The
+// subscriber opens channel ch's A line on ChannelGroup(group, ch), so the
+// channel is the group's address minus group's, on the same port; B lines
+// are refused before this is used. The factory uses a.nc, which New
+// connects before the subscriber opens its receivers.
+func (a *App) natsReceivers(group netip.AddrPort) func(netip.AddrPort, *ud.Notifier) (ud.Receiver, error) {
+	return func(g netip.AddrPort, n *ud.Notifier) (ud.Receiver, error) {
+		ga, ba := g.Addr().As4(), group.Addr().As4()
+		off := int64(uint32(ga[0])<<24|uint32(ga[1])<<16|uint32(ga[2])<<8|uint32(ga[3])) -
+			int64(uint32(ba[0])<<24|uint32(ba[1])<<16|uint32(ba[2])<<8|uint32(ba[3]))
+		if g.Port() != group.Port() || off < 0 || off >= int64(a.s.Channels) {
+			return nil, fmt.Errorf("nats live receiver: group %s is not the group of one of the %d channels of %s", g, a.s.Channels, group)
+		}
+		ch := int(off)
+		subject := recovery.LiveSubject(a.s.FeedName, ch)
+		r, err := natslive.NewReceiver(a.nc, subject, natslive.Config{RingSlots: a.s.RingSlots, MaxDatagram: a.s.MaxDatagram, Notifier: n})
+		if err != nil {
+			return nil, fmt.Errorf("channel %d: %w", ch, err)
+		}
+		return r, nil
+	}
 }
