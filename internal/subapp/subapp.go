@@ -55,7 +55,7 @@ type Settings struct {
 	Expect          uint64        `flag:"expect" default:"0" help:"exit once this many messages arrived; fewer at exit is a failure (0: no expectation)"`
 	IdleTimeout     time.Duration `flag:"idle-timeout" default:"5s" help:"exit after this long without a packet"`
 	Window          int           `flag:"window" default:"131072" help:"messages that can wait out of order per channel (power of two); memory is about 80 bytes each"`
-	GapDelay        time.Duration `flag:"gap-delay" default:"0s" help:"how long a gap waits for a late packet before it is requested from recovery"`
+	GapDelay        time.Duration `flag:"gap-delay" default:"50us" help:"how long a gap waits for a late packet (or the other line's copy) before it is requested from recovery"`
 	LostAfter       time.Duration `flag:"lost-after" default:"0s" help:"how long a gap may stay unfilled before it is reported lost (0: 10ms without recovery, 5s with)"`
 	StaleAfter      time.Duration `flag:"stale-after" default:"300ms" help:"silence (not even a heartbeat) after which a channel is reported stale"`
 	Recovery        bool          `flag:"recovery" default:"true" help:"recover gaps over NATS from the feed handler (--recovery=false: report them lost after --lost-after)"`
