@@ -215,7 +215,25 @@ func Connect(cfg ConnConfig, log func(event string, err error)) (*nats.Conn, err
 	if err != nil {
 		return nil, fmt.Errorf("natsconn: connect to %s: %w", redactURL(cfg.URL), classify(err))
 	}
+	go watchFirstConnect(nc, log)
 	return nc, nil
+}
+
+// watchFirstConnect reports why a connection that is still making its first
+// connection fails. nats.go calls no handler when a server it reaches
+// refuses the first connection (an authorization violation): without this,
+// a subscriber started before its server with wrong credentials would
+// retry in silence. Each distinct error is reported once; the watch ends
+// when the connection is up or closed.
+func watchFirstConnect(nc *nats.Conn, log func(string, error)) {
+	last := ""
+	for !nc.IsConnected() && !nc.IsClosed() {
+		if err := nc.LastError(); err != nil && err.Error() != last {
+			last = err.Error()
+			log(EventError, fmt.Errorf("natsconn: first connection refused: %w", classify(err)))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // unreachable reports whether a connect error means no server answered, as
