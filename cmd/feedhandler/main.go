@@ -41,7 +41,8 @@ import (
 
 // Settings are the feed handler's settings.
 type Settings struct {
-	Source      string        `flag:"source" default:"synthetic" help:"upstream feed: synthetic"`
+	Source      string        `flag:"source" default:"synthetic" help:"upstream feed: synthetic, or itch:PATH (NASDAQ ITCH 5.0 file, plain or gzip)"`
+	DryRun      bool          `flag:"dry-run" help:"with itch:PATH, read the whole file and print counts as JSON, publishing nothing"`
 	Count       uint64        `flag:"count" default:"1000000" help:"messages to publish, then end the session (0 = no limit)"`
 	Rate        float64       `flag:"rate" default:"100000" help:"messages per second, paced by spinning on the clock (0 = as fast as possible)"`
 	Instruments int           `flag:"instruments" default:"100" help:"synthetic instruments"`
@@ -75,9 +76,10 @@ type Settings struct {
 }
 
 func (s *Settings) validate() error {
+	if err := validateSource(s); err != nil {
+		return err
+	}
 	switch {
-	case s.Source != "synthetic":
-		return cliconf.Invalid("source", "%q: want synthetic", s.Source)
 	case s.Rate < 0:
 		return cliconf.Invalid("rate", "%v: must not be negative", s.Rate)
 	case s.Instruments < 1 || s.Instruments > 456976:
@@ -151,12 +153,15 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 2
 	}
 
-	syn := feed.SyntheticConfig{Seed: s.Seed, Instruments: s.Instruments, Channels: s.Channels, Count: s.Count}
-	src, err := feed.NewSynthetic(syn)
+	if s.DryRun {
+		return dryRun(&s, log, stdout, stderr)
+	}
+	src, releaseSrc, err := openSource(&s, log, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "feedhandler: %v\n", err)
 		return 2
 	}
+	defer releaseSrc()
 	udpc := tickcast.UDPConfig{Interface: iface, TTL: s.TTL, MaxDatagram: s.MaxDatagram, CPU: -1}
 
 	if err := recovery.ValidateFeed(s.FeedName); err != nil {
@@ -284,7 +289,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	for ch := 0; ch < s.Channels; ch++ {
 		ga, _ := tickcast.ChannelGroup(group, ch)
 		ev := log.Info().Int("channel", ch).Str("session", sessions[ch].String()).Str("group", ga.String()).
-			Int("instruments", len(src.ChannelInstruments(ch)))
+			Int("instruments", channelInstruments(src, ch))
 		if groupB.IsValid() {
 			gb, _ := tickcast.ChannelGroup(groupB, ch)
 			ev = ev.Str("group_b", gb.String())

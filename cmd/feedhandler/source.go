@@ -1,0 +1,234 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/feed/itch"
+	"github.com/tickcast/tickcast/internal/cliconf"
+	"golang.org/x/term"
+)
+
+// itchPrefix starts a --source that names an ITCH 5.0 file.
+const itchPrefix = "itch:"
+
+// validateSource checks --source and the settings that depend on it.
+func validateSource(s *Settings) error {
+	itchPath, isITCH := strings.CutPrefix(s.Source, itchPrefix)
+	switch {
+	case s.Source != "synthetic" && !isITCH:
+		return cliconf.Invalid("source", "%q: want synthetic or itch:PATH", s.Source)
+	case isITCH && itchPath == "":
+		return cliconf.Invalid("source", "%q: itch: needs the path of an ITCH 5.0 file (plain or gzip)", s.Source)
+	case isITCH && s.Demo:
+		return cliconf.Invalid("demo", "the verifying subscriber checks the synthetic source only, not %q", s.Source)
+	case !isITCH && s.DryRun:
+		return cliconf.Invalid("dry-run", "applies to --source itch:PATH only")
+	}
+	return nil
+}
+
+// openSource opens the source --source names and returns it with the
+// function that releases it. For an ITCH file, --count limits the messages
+// published only when it is set explicitly (its default would cut a day's
+// file short), and progress is logged as the file is read.
+func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source, func(), error) {
+	path, isITCH := strings.CutPrefix(s.Source, itchPrefix)
+	if !isITCH {
+		src, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: s.Seed, Instruments: s.Instruments, Channels: s.Channels, Count: s.Count})
+		return src, func() {}, err
+	}
+	f, src, err := openITCH(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	limit := uint64(0)
+	if _, set := s.Origins["count"]; set {
+		limit = s.Count
+	}
+	p := &progress{Source: src, file: f, limit: limit, log: log, level: zerolog.DebugLevel, start: time.Now()}
+	p.last = p.start
+	if isTerminal(stderr) {
+		p.level = zerolog.InfoLevel
+	}
+	return p, func() { f.Close() }, nil
+}
+
+// channelInstruments returns how many instruments channel ch carries, or -1
+// when the source learns its instruments only as it reads them.
+func channelInstruments(src feed.Source, ch int) int {
+	if syn, ok := src.(*feed.Synthetic); ok {
+		return len(syn.ChannelInstruments(ch))
+	}
+	return -1
+}
+
+// countingFile is an ITCH file that counts the bytes read from it: the
+// position in the file, compressed or not.
+type countingFile struct {
+	*os.File
+	size int64
+	pos  int64
+}
+
+func (f *countingFile) Read(p []byte) (int, error) {
+	n, err := f.File.Read(p)
+	f.pos += int64(n)
+	return n, err
+}
+
+func openITCH(path string) (*countingFile, *itch.Source, error) {
+	osf, err := os.Open(path)
+	if err != nil {
+		return nil, nil, cliconf.Invalid("source", "%v", err)
+	}
+	f := &countingFile{File: osf}
+	if fi, err := osf.Stat(); err == nil {
+		f.size = fi.Size()
+	}
+	src, err := itch.NewSource(f, itch.Config{})
+	if err != nil {
+		osf.Close()
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, src, nil
+}
+
+// progressEvery is how many messages pass between two looks at the clock,
+// so that progress costs the hot loop one counter increment.
+const progressEvery = 1 << 12
+
+// progress is an ITCH source that logs its progress every second or so and
+// stops after limit messages (0: no limit).
+type progress struct {
+	*itch.Source
+	file    *countingFile
+	limit   uint64
+	n       uint64
+	log     zerolog.Logger
+	level   zerolog.Level
+	start   time.Time
+	last    time.Time
+	lastN   uint64
+	lastITC uint64
+}
+
+func (p *progress) Next(m *feed.Msg) error {
+	if p.limit != 0 && p.n >= p.limit {
+		return io.EOF
+	}
+	if err := p.Source.Next(m); err != nil {
+		return err
+	}
+	p.n++
+	if p.n%progressEvery == 0 {
+		if now := time.Now(); now.Sub(p.last) >= time.Second {
+			itc := p.Stats().Messages
+			dt := now.Sub(p.last).Seconds()
+			ev := p.log.WithLevel(p.level).Uint64("itch_messages", itc).Uint64("published", p.n).
+				Float64("itch_msgs_per_s", float64(itc-p.lastITC)/dt).Float64("msgs_per_s", float64(p.n-p.lastN)/dt).
+				Int64("file_pos", p.file.pos)
+			if p.file.size > 0 {
+				ev = ev.Float64("file_pct", 100*float64(p.file.pos)/float64(p.file.size))
+			}
+			ev.Msg("itch progress")
+			p.last, p.lastN, p.lastITC = now, p.n, itc
+		}
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// dryRunReport is what --dry-run prints: one JSON object.
+type dryRunReport struct {
+	Source   string `json:"source"`
+	Messages uint64 `json:"messages"`
+	Bytes    int64  `json:"bytes"`
+	// ITCH counts decoded messages per ITCH type letter.
+	ITCH map[string]uint64 `json:"itch"`
+	// Skipped counts messages of unknown types per type byte (hex), and
+	// zero-length messages as "empty".
+	Skipped map[string]uint64 `json:"skipped"`
+	// Normalized counts the messages that would be published, per type.
+	Normalized map[string]uint64 `json:"normalized"`
+	// UnknownOrder counts events naming an order the books never saw, per
+	// ITCH type letter.
+	UnknownOrder map[string]uint64 `json:"unknown_order"`
+	Anomalies    map[string]uint64 `json:"anomalies"`
+	Instruments  int               `json:"instruments"`
+	Provisional  int               `json:"provisional"`
+	MidDay       bool              `json:"mid_day"`
+	OrdersLive   int               `json:"orders_live"`
+	OrdersHigh   int               `json:"orders_high_water"`
+	OrdersCap    int               `json:"orders_capacity"`
+	ElapsedS     float64           `json:"elapsed_s"`
+	Error        string            `json:"error,omitempty"`
+}
+
+// dryRun reads the whole ITCH file through the normalizer without
+// publishing, and prints counts as one JSON object on stdout. It returns the
+// exit code: 0, or 1 if the file is not valid ITCH (the counts up to the
+// fault are still printed).
+func dryRun(s *Settings, log zerolog.Logger, stdout, stderr io.Writer) int {
+	src, release, err := openSource(s, log, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "feedhandler: %v\n", err)
+		return 2
+	}
+	defer release()
+	p := src.(*progress)
+	start := time.Now()
+	var m feed.Msg
+	for err == nil {
+		err = p.Next(&m)
+	}
+	st := p.Stats()
+	r := dryRunReport{
+		Source: s.Source, Messages: st.Messages, Bytes: p.Offset(),
+		ITCH: map[string]uint64{}, Skipped: map[string]uint64{}, Normalized: map[string]uint64{}, UnknownOrder: map[string]uint64{},
+		Anomalies: map[string]uint64{
+			"duplicate_ref": st.Duplicate, "table_full": st.TableFull, "wrong_stock": st.WrongStock,
+			"excess_shares": st.Excess, "bad_side": st.BadSide, "not_printable": st.NotPrintable,
+			"empty_cross": st.EmptyCross, "undefined_instrument": st.Undefined,
+		},
+		Instruments: st.Instruments, Provisional: st.Provisional, MidDay: p.MidDay(),
+		OrdersLive: p.Books().Orders(), OrdersHigh: p.Books().HighWater(), OrdersCap: p.Books().Capacity(),
+		ElapsedS: time.Since(start).Seconds(),
+	}
+	for t := range 256 {
+		if n := st.ByType[t]; n > 0 {
+			r.ITCH[string(rune(t))] = n
+		}
+		if n := st.UnknownOrder[t]; n > 0 {
+			r.UnknownOrder[string(rune(t))] = n
+		}
+		if n := st.SkippedTypes[t]; n > 0 {
+			r.Skipped[fmt.Sprintf("0x%02x", t)] = n
+		}
+		if n := st.Normalized[t]; n > 0 {
+			r.Normalized[feed.Type(t).String()] = n
+		}
+	}
+	if st.Empty > 0 {
+		r.Skipped["empty"] = st.Empty
+	}
+	code := 0
+	if err != io.EOF {
+		r.Error = err.Error()
+		log.Error().Err(err).Msg("dry run stopped")
+		code = 1
+	}
+	b, _ := json.Marshal(r)
+	fmt.Fprintln(stdout, string(b))
+	return code
+}

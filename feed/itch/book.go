@@ -1,0 +1,360 @@
+package itch
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// Result says what a book operation did.
+type Result uint8
+
+// Results of book operations.
+const (
+	// OK: the operation was applied.
+	OK Result = iota
+	// Unknown: the order reference is not in the table (added before the
+	// feed started, or its add was refused). Nothing changed.
+	Unknown
+	// Duplicate: an add or replace named a reference that is already live.
+	// Nothing was added (a replace still removed its original order).
+	Duplicate
+	// Full: the order table is at capacity. Nothing was added (a replace
+	// still removed its original order).
+	Full
+	// WrongStock: the reference belongs to an order of another stock
+	// locate. Nothing changed.
+	WrongStock
+	// Excess: an execution or cancel named more shares than the order had
+	// left. The order was removed; the book lost only what it held.
+	Excess
+	// BadSide: an add named a side other than 'B' or 'S'. Nothing changed.
+	BadSide
+)
+
+var resultNames = [...]string{OK: "ok", Unknown: "unknown", Duplicate: "duplicate", Full: "full",
+	WrongStock: "wrong-stock", Excess: "excess", BadSide: "bad-side"}
+
+// String returns the result's name, as book test files spell it.
+func (r Result) String() string {
+	if int(r) < len(resultNames) {
+		return resultNames[r]
+	}
+	return fmt.Sprintf("result(%d)", uint8(r))
+}
+
+// Order is a resting order.
+type Order struct {
+	Ref    uint64
+	Shares uint32
+	Price  uint32 // Price(4)
+	Locate uint16
+	Side   byte // 'B' or 'S'
+	used   bool
+}
+
+// Level is an aggregated price level: the shares and number of orders
+// resting at one price on one side.
+type Level struct {
+	Price  uint32
+	Orders uint32
+	Shares uint64
+}
+
+// Top is a book's best bid and ask. A side without orders has Has* false and
+// zero price and size.
+type Top struct {
+	BidPrice, AskPrice uint32
+	BidSize, AskSize   uint64
+	HasBid, HasAsk     bool
+}
+
+// book is one stock's aggregated price levels. Each side is sorted so that
+// its best level is last: most changes happen near the top, so inserts and
+// removals shift few elements, and the best level is read in O(1).
+type book struct {
+	bids []Level // ascending price: best (highest) last
+	asks []Level // descending price: best (lowest) last
+}
+
+// Books is the order books of every stock locate of one feed: a table of
+// live orders by reference, and per stock the aggregated levels of each
+// side. ITCH order references are unique across all stocks for the day, so
+// one table serves every stock; each order remembers its stock locate.
+//
+// The order table is an open-addressing hash table with linear probing and
+// backward-shift deletion (no tombstones), sized at creation for a fixed
+// capacity: adds, executions, cancels, deletes and replaces never allocate.
+// A stock's level slices grow when it first holds more levels than ever
+// before, and not again once warm.
+type Books struct {
+	slots    []Order
+	mask     uint64
+	shift    uint8
+	live     int
+	capacity int
+	high     int
+	books    []*book // by stock locate, grown to the highest seen
+}
+
+// NewBooks returns empty books whose order table holds up to capacity live
+// orders (at least 1).
+func NewBooks(capacity int) *Books {
+	capacity = max(capacity, 1)
+	// At most half full, so probe sequences stay short.
+	n := 1 << bits.Len(uint(2*capacity-1))
+	n = max(n, 2)
+	return &Books{slots: make([]Order, n), mask: uint64(n - 1), shift: uint8(64 - bits.TrailingZeros(uint(n))), capacity: capacity}
+}
+
+// Capacity returns the most live orders the table holds.
+func (b *Books) Capacity() int { return b.capacity }
+
+// Orders returns the number of live orders: the table's occupancy.
+func (b *Books) Orders() int { return b.live }
+
+// HighWater returns the most live orders there have been at once.
+func (b *Books) HighWater() int { return b.high }
+
+// home returns ref's first slot: Fibonacci hashing, so sequential references
+// spread over the table.
+func (b *Books) home(ref uint64) uint64 { return (ref * 0x9e3779b97f4a7c15) >> b.shift }
+
+// find returns the slot of ref, or -1.
+func (b *Books) find(ref uint64) int {
+	for i := b.home(ref); ; i = (i + 1) & b.mask {
+		s := &b.slots[i]
+		if !s.used {
+			return -1
+		}
+		if s.Ref == ref {
+			return int(i)
+		}
+	}
+}
+
+// insert stores o, whose reference is not in the table, which is not full.
+func (b *Books) insert(o Order) {
+	o.used = true
+	for i := b.home(o.Ref); ; i = (i + 1) & b.mask {
+		if !b.slots[i].used {
+			b.slots[i] = o
+			b.live++
+			b.high = max(b.high, b.live)
+			return
+		}
+	}
+}
+
+// remove empties slot i, moving later members of its probe run back so that
+// no lookup stops early.
+func (b *Books) remove(i int) {
+	b.live--
+	hole := uint64(i)
+	for j := (hole + 1) & b.mask; b.slots[j].used; j = (j + 1) & b.mask {
+		h := b.home(b.slots[j].Ref)
+		// Move j into the hole unless its home lies cyclically in (hole, j].
+		if (j-h)&b.mask >= (j-hole)&b.mask {
+			b.slots[hole] = b.slots[j]
+			hole = j
+		}
+	}
+	b.slots[hole] = Order{}
+}
+
+func (b *Books) book(locate uint16) *book {
+	if int(locate) >= len(b.books) {
+		b.books = append(b.books, make([]*book, int(locate)+1-len(b.books))...)
+	}
+	bk := b.books[locate]
+	if bk == nil {
+		bk = &book{}
+		b.books[locate] = bk
+	}
+	return bk
+}
+
+// levelIndex returns the index of price in side (sorted best last; asc
+// for bids, desc for asks) and whether it is there; if not, the index where
+// it belongs.
+func levelIndex(side []Level, price uint32, bid bool) (int, bool) {
+	lo, hi := 0, len(side)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		p := side[mid].Price
+		if p == price {
+			return mid, true
+		}
+		if (p < price) == bid {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, false
+}
+
+func (bk *book) side(s byte) (*[]Level, bool) {
+	if s == 'B' {
+		return &bk.bids, true
+	}
+	return &bk.asks, false
+}
+
+// addLevel adds shares of one new order at price.
+func (bk *book) addLevel(s byte, price, shares uint32) {
+	lv, bid := bk.side(s)
+	i, ok := levelIndex(*lv, price, bid)
+	if ok {
+		(*lv)[i].Orders++
+		(*lv)[i].Shares += uint64(shares)
+		return
+	}
+	*lv = append(*lv, Level{})
+	copy((*lv)[i+1:], (*lv)[i:])
+	(*lv)[i] = Level{Price: price, Orders: 1, Shares: uint64(shares)}
+}
+
+// reduceLevel removes shares at price and, if gone, one order.
+func (bk *book) reduceLevel(s byte, price, shares uint32, gone bool) {
+	lv, bid := bk.side(s)
+	i, ok := levelIndex(*lv, price, bid)
+	if !ok {
+		// Cannot happen: every live order is in its level.
+		panic(fmt.Sprintf("itch: book has no %c level at %d", s, price))
+	}
+	l := &(*lv)[i]
+	l.Shares -= uint64(shares)
+	if gone {
+		l.Orders--
+	}
+	if l.Orders == 0 {
+		*lv = append((*lv)[:i], (*lv)[i+1:]...)
+	}
+}
+
+// Add adds a new order. A zero-share order is added too (it holds a level's
+// order count until deleted), as the feed may later replace it.
+func (b *Books) Add(locate uint16, ref uint64, side byte, shares, price uint32) Result {
+	if side != 'B' && side != 'S' {
+		return BadSide
+	}
+	if b.find(ref) >= 0 {
+		return Duplicate
+	}
+	if b.live >= b.capacity {
+		return Full
+	}
+	b.insert(Order{Ref: ref, Shares: shares, Price: price, Locate: locate, Side: side})
+	b.book(locate).addLevel(side, price, shares)
+	return OK
+}
+
+// lookup finds ref for an event of stock locate.
+func (b *Books) lookup(locate uint16, ref uint64) (int, Result) {
+	i := b.find(ref)
+	if i < 0 {
+		return -1, Unknown
+	}
+	if b.slots[i].Locate != locate {
+		return -1, WrongStock
+	}
+	return i, OK
+}
+
+// reduce takes shares off the order in slot i, removing it when none are
+// left or when shares exceed what it holds (Excess).
+func (b *Books) reduce(i int, shares uint32) Result {
+	o := &b.slots[i]
+	bk := b.books[o.Locate]
+	if shares >= o.Shares {
+		res := OK
+		if shares > o.Shares {
+			res = Excess
+		}
+		bk.reduceLevel(o.Side, o.Price, o.Shares, true)
+		b.remove(i)
+		return res
+	}
+	bk.reduceLevel(o.Side, o.Price, shares, false)
+	o.Shares -= shares
+	return OK
+}
+
+// Execute takes shares off an order that traded. It returns the order as it
+// was before (its side and price price the trade).
+func (b *Books) Execute(locate uint16, ref uint64, shares uint32) (Order, Result) {
+	i, res := b.lookup(locate, ref)
+	if res != OK {
+		return Order{}, res
+	}
+	o := b.slots[i]
+	return o, b.reduce(i, shares)
+}
+
+// Cancel takes shares off an order (a partial cancel; cancelling all that is
+// left removes it). It returns the order as it was before.
+func (b *Books) Cancel(locate uint16, ref uint64, shares uint32) (Order, Result) {
+	return b.Execute(locate, ref, shares)
+}
+
+// Delete removes an order. It returns the order as it was.
+func (b *Books) Delete(locate uint16, ref uint64) (Order, Result) {
+	i, res := b.lookup(locate, ref)
+	if res != OK {
+		return Order{}, res
+	}
+	o := b.slots[i]
+	b.books[o.Locate].reduceLevel(o.Side, o.Price, o.Shares, true)
+	b.remove(i)
+	return o, OK
+}
+
+// Replace removes order oldRef and adds newRef on the same side with a new
+// price and size. It returns the original order. If newRef is already live
+// (Duplicate) or the table is full, the original is still removed.
+func (b *Books) Replace(locate uint16, oldRef, newRef uint64, shares, price uint32) (Order, Result) {
+	o, res := b.Delete(locate, oldRef)
+	if res != OK {
+		return o, res
+	}
+	return o, b.Add(locate, newRef, o.Side, shares, price)
+}
+
+// Order returns the live order ref.
+func (b *Books) Order(ref uint64) (Order, bool) {
+	i := b.find(ref)
+	if i < 0 {
+		return Order{}, false
+	}
+	return b.slots[i], true
+}
+
+// Top returns the best bid and ask of stock locate.
+func (b *Books) Top(locate uint16) Top {
+	var t Top
+	if int(locate) >= len(b.books) || b.books[locate] == nil {
+		return t
+	}
+	bk := b.books[locate]
+	if n := len(bk.bids); n > 0 {
+		t.HasBid, t.BidPrice, t.BidSize = true, bk.bids[n-1].Price, bk.bids[n-1].Shares
+	}
+	if n := len(bk.asks); n > 0 {
+		t.HasAsk, t.AskPrice, t.AskSize = true, bk.asks[n-1].Price, bk.asks[n-1].Shares
+	}
+	return t
+}
+
+// Levels appends the levels of one side ('B' or 'S') of stock locate to dst,
+// best first, and returns it.
+func (b *Books) Levels(locate uint16, side byte, dst []Level) []Level {
+	if int(locate) >= len(b.books) || b.books[locate] == nil {
+		return dst
+	}
+	bk := b.books[locate]
+	lv, _ := bk.side(side)
+	for i := len(*lv) - 1; i >= 0; i-- {
+		dst = append(dst, (*lv)[i])
+	}
+	return dst
+}

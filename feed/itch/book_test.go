@@ -1,0 +1,294 @@
+package itch
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// parsePx reads a decimal price with up to 4 decimals as a Price(4).
+func parsePx(s string) (uint32, error) {
+	whole, frac, _ := strings.Cut(s, ".")
+	if len(frac) > 4 {
+		return 0, fmt.Errorf("price %q: more than 4 decimals", s)
+	}
+	frac += strings.Repeat("0", 4-len(frac))
+	w, err := strconv.ParseUint(whole, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("price %q: %v", s, err)
+	}
+	f, err := strconv.ParseUint(frac, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("price %q: %v", s, err)
+	}
+	return uint32(w*10000 + f), nil
+}
+
+// fmtPx writes a Price(4) with 2 to 4 decimals, as the book files do.
+func fmtPx(p uint32) string {
+	s := fmt.Sprintf("%d.%04d", p/10000, p%10000)
+	for strings.HasSuffix(s, "0") && len(s)-strings.IndexByte(s, '.') > 3 {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func fmtTop(has bool, p uint32, size uint64) string {
+	if !has {
+		return "-"
+	}
+	return fmt.Sprintf("%sx%d", fmtPx(p), size)
+}
+
+// TestBookFiles runs the scenarios in testdata/book/*.txt. A scenario is a
+// list of lines `op args | result | best bid | best ask`, where op is one of
+//
+//	add REF SIDE SHARES PRICE
+//	exec REF SHARES
+//	cancel REF SHARES
+//	delete REF
+//	replace OLDREF NEWREF SHARES PRICE
+//
+// and the top of the current stock's book is checked after each step; and
+// of the lines `capacity N` (new books), `stock LOCATE` (the stock the next
+// lines are about), `levels SIDE | PRICExSHARES/ORDERS ...` (the side's
+// levels, best first) and `orders | N` (live orders in the table).
+func TestBookFiles(t *testing.T) {
+	files, _ := filepath.Glob("testdata/book/*.txt")
+	if len(files) == 0 {
+		t.Fatal("no book files")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := NewBooks(1 << 10)
+			locate := uint16(1)
+			for i, line := range strings.Split(string(data), "\n") {
+				if line = strings.TrimSpace(line); line == "" || line[0] == '#' {
+					continue
+				}
+				where := fmt.Sprintf("%s:%d: %s", file, i+1, line)
+				if err := bookStep(b, &b, &locate, line); err != nil {
+					t.Errorf("%s: %v", where, err)
+				}
+			}
+		})
+	}
+}
+
+func bookStep(b *Books, bp **Books, locate *uint16, line string) error {
+	cols := strings.Split(line, "|")
+	for i := range cols {
+		cols[i] = strings.TrimSpace(cols[i])
+	}
+	f := strings.Fields(cols[0])
+	num := func(i int) uint64 {
+		v, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			panic(fmt.Sprintf("argument %d: %v", i, err))
+		}
+		return v
+	}
+	price := func(i int) uint32 {
+		p, err := parsePx(f[i])
+		if err != nil {
+			panic(err)
+		}
+		return p
+	}
+	switch f[0] {
+	case "capacity":
+		*bp = NewBooks(int(num(1)))
+		return nil
+	case "stock":
+		*locate = uint16(num(1))
+		return nil
+	case "levels":
+		var got []string
+		for _, l := range b.Levels(*locate, f[1][0], nil) {
+			got = append(got, fmt.Sprintf("%sx%d/%d", fmtPx(l.Price), l.Shares, l.Orders))
+		}
+		want := ""
+		if len(cols) > 1 {
+			want = strings.Join(strings.Fields(cols[1]), " ")
+		}
+		if g := strings.Join(got, " "); g != want {
+			return fmt.Errorf("levels %s, want %s", g, want)
+		}
+		return nil
+	case "orders":
+		if g := strconv.Itoa(b.Orders()); g != cols[1] {
+			return fmt.Errorf("orders %s, want %s", g, cols[1])
+		}
+		return nil
+	}
+	if len(cols) != 4 {
+		return fmt.Errorf("want 4 columns: op | result | bid | ask")
+	}
+	var res Result
+	switch f[0] {
+	case "add":
+		res = b.Add(*locate, num(1), f[2][0], uint32(num(3)), price(4))
+	case "exec":
+		_, res = b.Execute(*locate, num(1), uint32(num(2)))
+	case "cancel":
+		_, res = b.Cancel(*locate, num(1), uint32(num(2)))
+	case "delete":
+		_, res = b.Delete(*locate, num(1))
+	case "replace":
+		_, res = b.Replace(*locate, num(1), num(2), uint32(num(3)), price(4))
+	default:
+		return fmt.Errorf("unknown op %q", f[0])
+	}
+	top := b.Top(*locate)
+	got := []string{res.String(), fmtTop(top.HasBid, top.BidPrice, top.BidSize), fmtTop(top.HasAsk, top.AskPrice, top.AskSize)}
+	if want := cols[1:]; strings.Join(got, " | ") != strings.Join(want, " | ") {
+		return fmt.Errorf("got %s, want %s", strings.Join(got, " | "), strings.Join(want, " | "))
+	}
+	return nil
+}
+
+// TestBooksAgainstModel applies random events to Books with a small table
+// (so probe runs collide and wrap) and to a plain map model, and compares
+// every order and every level after each step.
+func TestBooksAgainstModel(t *testing.T) {
+	type mo struct {
+		locate        uint16
+		side          byte
+		shares, price uint32
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const capacity = 64
+	b := NewBooks(capacity)
+	model := map[uint64]mo{}
+	refs := func() uint64 { return uint64(rng.IntN(200)) * 1024 } // multiples of 1024 collide more
+	for step := 0; step < 200000; step++ {
+		ref := refs()
+		o, live := model[ref]
+		locate := uint16(rng.IntN(3))
+		if live && rng.IntN(8) != 0 {
+			locate = o.locate
+		}
+		shares := uint32(1 + rng.IntN(300))
+		px := uint32(100 + rng.IntN(10))
+		var res Result
+		op := rng.IntN(5)
+		isAdd := op == 0
+		switch op {
+		case 0:
+			side := byte("BS"[rng.IntN(2)])
+			res = b.Add(locate, ref, side, shares, px)
+			switch {
+			case live:
+				if res != Duplicate {
+					t.Fatalf("step %d: add of live %d: %v", step, ref, res)
+				}
+			case len(model) >= capacity:
+				if res != Full {
+					t.Fatalf("step %d: add to a full table: %v", step, res)
+				}
+			default:
+				model[ref] = mo{locate, side, shares, px}
+			}
+		case 1, 2:
+			if op == 1 {
+				_, res = b.Execute(locate, ref, shares)
+			} else {
+				_, res = b.Cancel(locate, ref, shares)
+			}
+			if live && o.locate == locate {
+				if shares >= o.shares {
+					delete(model, ref)
+				} else {
+					o.shares -= shares
+					model[ref] = o
+				}
+			}
+		case 3:
+			_, res = b.Delete(locate, ref)
+			if live && o.locate == locate {
+				delete(model, ref)
+			}
+		case 4:
+			nref := refs()
+			_, res = b.Replace(locate, ref, nref, shares, px)
+			if live && o.locate == locate {
+				delete(model, ref)
+				if _, dup := model[nref]; !dup {
+					model[nref] = mo{locate, o.side, shares, px}
+				}
+			}
+		}
+		if !isAdd {
+			if (res == Unknown) != !live || (res == WrongStock) != (live && o.locate != locate) {
+				t.Fatalf("step %d: result %v for ref %d live %v", step, res, ref, live)
+			}
+		}
+		if b.Orders() != len(model) {
+			t.Fatalf("step %d: %d orders, model %d", step, b.Orders(), len(model))
+		}
+		if step%97 != 0 {
+			continue
+		}
+		levels := map[[3]uint64]Level{}
+		for r, m := range model {
+			got, ok := b.Order(r)
+			if !ok || got.Locate != m.locate || got.Side != m.side || got.Shares != m.shares || got.Price != m.price {
+				t.Fatalf("step %d: order %d = %+v %v, model %+v", step, r, got, ok, m)
+			}
+			k := [3]uint64{uint64(m.locate), uint64(m.side), uint64(m.price)}
+			l := levels[k]
+			l.Price, l.Orders, l.Shares = m.price, l.Orders+1, l.Shares+uint64(m.shares)
+			levels[k] = l
+		}
+		n := 0
+		for locate := range uint16(3) {
+			for _, side := range []byte("BS") {
+				ls := b.Levels(locate, side, nil)
+				for i, l := range ls {
+					if i > 0 && (l.Price > ls[i-1].Price) == (side == 'B') {
+						t.Fatalf("step %d: %c levels out of order: %v", step, side, ls)
+					}
+					if levels[[3]uint64{uint64(locate), uint64(side), uint64(l.Price)}] != l {
+						t.Fatalf("step %d: level %+v, model %+v", step, l, levels[[3]uint64{uint64(locate), uint64(side), uint64(l.Price)}])
+					}
+					n++
+				}
+			}
+		}
+		if n != len(levels) {
+			t.Fatalf("step %d: %d levels, model %d", step, n, len(levels))
+		}
+	}
+	if b.HighWater() != capacity {
+		t.Errorf("high water %d, want the capacity %d", b.HighWater(), capacity)
+	}
+}
+
+// TestBooksNoAllocs: order events on a warm book do not allocate.
+func TestBooksNoAllocs(t *testing.T) {
+	b := NewBooks(1024)
+	for i := range 100 {
+		b.Add(1, uint64(i), "BS"[i%2], 100, uint32(1000+i))
+	}
+	ref := uint64(1000)
+	allocs := testing.AllocsPerRun(1000, func() {
+		b.Add(1, ref, 'B', 100, 1010)
+		b.Execute(1, ref, 10)
+		b.Cancel(1, ref, 10)
+		b.Replace(1, ref, ref+1, 50, 1011)
+		b.Delete(1, ref+1)
+		_ = b.Top(1)
+		ref += 2
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per round of order events", allocs)
+	}
+}

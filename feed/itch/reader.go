@@ -1,0 +1,138 @@
+package itch
+
+import (
+	"bufio"
+	"compress/gzip"
+	"fmt"
+	"io"
+)
+
+// readBufSize is the Reader's buffer. It must hold the largest framed
+// message (2 + 65535 bytes); larger reads mean fewer system calls.
+const readBufSize = 256 << 10
+
+// Reader splits NASDAQ's file format, a sequence of (big-endian uint16
+// length, message) blocks, into messages without copying them.
+type Reader struct {
+	r     io.Reader
+	buf   []byte
+	start int   // first unread byte in buf
+	end   int   // end of the valid bytes in buf
+	base  int64 // input offset of buf[0]
+	err   error // sticky read error, returned once buf is drained
+}
+
+// NewReader returns a Reader of r, which must be the uncompressed stream (see
+// Decompress).
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: r, buf: make([]byte, readBufSize)}
+}
+
+// Reset makes the Reader read r from its start, keeping its buffer.
+func (r *Reader) Reset(rd io.Reader) {
+	*r = Reader{r: rd, buf: r.buf}
+}
+
+// Offset returns the input offset of the next length prefix: the bytes of
+// uncompressed input consumed so far.
+func (r *Reader) Offset() int64 { return r.base + int64(r.start) }
+
+// fill reads until at least n unread bytes are buffered or the input ends.
+func (r *Reader) fill(n int) {
+	if r.start+n > len(r.buf) {
+		// Move the unread tail to the front; it is at most n-1 bytes.
+		copy(r.buf, r.buf[r.start:r.end])
+		r.base += int64(r.start)
+		r.end -= r.start
+		r.start = 0
+	}
+	// A reader that keeps returning 0, nil would spin; like bufio, give up
+	// after 100 such reads in a row.
+	for empty := 0; r.end-r.start < n && r.err == nil; {
+		k, err := r.r.Read(r.buf[r.end:])
+		r.end += k
+		switch {
+		case err != nil:
+			r.err = err
+		case k > 0:
+			empty = 0
+		default:
+			if empty++; empty >= 100 {
+				r.err = io.ErrNoProgress
+			}
+		}
+	}
+}
+
+// Next returns the next message (without its length prefix) and the offset
+// of its length prefix in the input. The message shares the Reader's buffer:
+// it is valid until the next call. At the clean end of the input Next returns
+// io.EOF; when the input ends inside a block it returns a *FormatError that
+// wraps io.ErrUnexpectedEOF; a read error is returned as is. Zero-length
+// messages are returned as empty slices. Next does not allocate unless it
+// fails.
+func (r *Reader) Next() ([]byte, int64, error) {
+	if r.end-r.start < 2 {
+		r.fill(2)
+	}
+	off := r.Offset()
+	if avail := r.end - r.start; avail < 2 {
+		if avail == 0 {
+			if r.err == io.EOF {
+				return nil, off, io.EOF
+			}
+			return nil, off, r.err
+		}
+		return nil, off, r.short(Type(0), 2, avail)
+	}
+	n := int(r.buf[r.start])<<8 | int(r.buf[r.start+1])
+	if r.end-r.start < 2+n {
+		r.fill(2 + n)
+		if avail := r.end - r.start; avail < 2+n {
+			t := Type(0)
+			if avail > 2 {
+				t = Type(r.buf[r.start+2])
+			}
+			return nil, off, r.short(t, n, avail-2)
+		}
+	}
+	msg := r.buf[r.start+2 : r.start+2+n : r.start+2+n]
+	r.start += 2 + n
+	return msg, off, nil
+}
+
+func (r *Reader) short(t Type, want, have int) error {
+	if r.err != nil && r.err != io.EOF {
+		return r.err
+	}
+	off := r.Offset()
+	r.start = r.end // drain: the next call reports the end
+	if want == 2 && t == 0 {
+		return &FormatError{Offset: off, Field: "length prefix", Len: have, Want: 2,
+			Reason: "input ends inside the length prefix", Err: io.ErrUnexpectedEOF}
+	}
+	return &FormatError{Type: t, Offset: off, Field: "length", Len: have, Want: want,
+		Reason: "input ends inside the message", Err: io.ErrUnexpectedEOF}
+}
+
+// gzipMagic starts every gzip stream (RFC 1952).
+var gzipMagic = [2]byte{0x1f, 0x8b}
+
+// Decompress returns r itself, buffered, when it is plain, or a gzip reader of
+// it when it starts with the gzip magic bytes. ITCH messages never start a
+// file with 0x1f8b: a length prefix of 8075 bytes is no ITCH message.
+func Decompress(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	head, err := br.Peek(2)
+	if err != nil && err != io.EOF {
+		return nil, fmt.Errorf("itch: reading the first bytes: %w", err)
+	}
+	if len(head) == 2 && head[0] == gzipMagic[0] && head[1] == gzipMagic[1] {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("itch: gzip header: %w", err)
+		}
+		return zr, nil
+	}
+	return br, nil
+}

@@ -1,0 +1,472 @@
+package itch
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tickcast/tickcast/feed"
+)
+
+// PriceScale is the number of implied decimals of every ITCH Price(4), and so
+// of every price this package normalizes.
+const PriceScale = 4
+
+// Start says whether the input starts at the beginning of the trading day,
+// which decides whether the books can be complete.
+type Start uint8
+
+// Start modes.
+const (
+	// StartAuto: the input started at the beginning of the day if and only
+	// if its first message is system event 'O' (start of messages). An
+	// order reference that is not in the table later proves otherwise and
+	// switches to mid-day for the rest of the run.
+	StartAuto Start = iota
+	// StartOfDay: the caller asserts that the input holds the whole day.
+	// Unknown order references are still counted, and still switch to
+	// mid-day.
+	StartOfDay
+	// StartMidDay: the caller asserts that the input started mid-day.
+	StartMidDay
+)
+
+// DefaultOrderCapacity is Config.OrderCapacity's default. The table takes
+// 48 to 96 bytes per order of capacity (it is kept at most half full).
+const DefaultOrderCapacity = 1 << 20
+
+// Config configures a Source.
+type Config struct {
+	// OrderCapacity is the most live orders the order table holds (0:
+	// DefaultOrderCapacity). Adds beyond it are refused and counted in
+	// Stats.TableFull; the orders stay unknown.
+	OrderCapacity int
+	// Start says whether the input starts at the beginning of the day.
+	Start Start
+	// Clock stamps each normalized message's RecvNs (0 as nil: the wall
+	// clock, in Unix ns).
+	Clock func() int64
+}
+
+func (c *Config) validate() error {
+	if c.OrderCapacity < 0 {
+		return fmt.Errorf("itch: order capacity %d: must not be negative", c.OrderCapacity)
+	}
+	if c.OrderCapacity == 0 {
+		c.OrderCapacity = DefaultOrderCapacity
+	}
+	if c.Start > StartMidDay {
+		return fmt.Errorf("itch: start mode %d: want StartAuto, StartOfDay or StartMidDay", c.Start)
+	}
+	if c.Clock == nil {
+		c.Clock = func() int64 { return time.Now().UnixNano() }
+	}
+	return nil
+}
+
+// Stats counts what a Source read and did.
+type Stats struct {
+	// Messages is the number of framed messages read, of any type.
+	Messages uint64
+	// ByType counts decoded messages per ITCH type letter.
+	ByType [256]uint64
+	// SkippedTypes counts messages of types ITCH 5.0 does not define, per
+	// first byte; they are skipped.
+	SkippedTypes [256]uint64
+	// Empty counts zero-length messages, skipped.
+	Empty uint64
+	// UnknownOrder counts, per ITCH type, events that name an order
+	// reference the table does not hold. For a replace it is the original
+	// reference that is unknown (and so the new one is too).
+	UnknownOrder [256]uint64
+	// Normalized counts emitted messages per feed.Type.
+	Normalized [256]uint64
+	// Duplicate counts adds and replaces whose new reference was live.
+	Duplicate uint64
+	// TableFull counts adds and replaces refused for want of capacity.
+	TableFull uint64
+	// WrongStock counts events whose order belongs to another stock locate.
+	WrongStock uint64
+	// Excess counts executions and cancels of more shares than the order
+	// had left.
+	Excess uint64
+	// BadSide counts adds with a side other than 'B' or 'S'.
+	BadSide uint64
+	// NotPrintable counts executions with price marked non-printable: the
+	// book changes, no trade is published.
+	NotPrintable uint64
+	// EmptyCross counts cross trades of zero shares (no cross happened):
+	// no trade is published.
+	EmptyCross uint64
+	// Undefined counts messages dropped because they name a stock locate
+	// for which no message ever gave a symbol (a broken trade can name
+	// one), so no definition can be published before them.
+	Undefined uint64
+	// Instruments is the number of instruments defined; Provisional of them
+	// by a provisional definition only.
+	Instruments, Provisional int
+}
+
+// instrument is a Source's state of one stock locate.
+type instrument struct {
+	defined     bool
+	provisional bool
+	state       byte // last trading state from an 'H' message, or 0
+	quoted      bool // a quote was published
+	last        Top  // the last quote published
+}
+
+// tradingState returns the state to publish: the last from an 'H' message,
+// or '?' if there was none.
+func (in *instrument) tradingState() byte {
+	if in.state == 0 {
+		return feed.StateUnknownState
+	}
+	return in.state
+}
+
+// instrument returns the state of stock locate, growing the table when a
+// locate beyond it first appears (once per instrument, never per message in
+// steady state).
+func (s *Source) instrument(locate uint16) *instrument {
+	if int(locate) >= len(s.inst) {
+		s.inst = append(s.inst, make([]instrument, int(locate)+1-len(s.inst))...)
+	}
+	return &s.inst[locate]
+}
+
+// Source normalizes ITCH 5.0 in NASDAQ's file format into feed messages: it
+// implements feed.Source. See the package documentation for the mapping.
+type Source struct {
+	cfg    Config
+	rd     *Reader
+	books  *Books
+	inst   []instrument // by stock locate, grown to the highest seen
+	midDay bool
+	first  bool // the first message was seen
+	stats  Stats
+	err    error // sticky
+
+	// Normalized messages waiting for Next: one ITCH message makes at most
+	// a definition, a trade and a quote. A fixed array, so queueing does
+	// not allocate.
+	out        [4]feed.Msg
+	head, tail int
+
+	// A system event is broadcast as a status to every defined instrument,
+	// one per Next call: bcastNext is the next stock locate to visit.
+	bcast     bool
+	bcastNext int
+	bcastCode byte
+	bcastNs   int64
+	recvNs    int64 // RecvNs of the ITCH message being normalized
+}
+
+// NewSource returns a Source reading r, plain or gzip-compressed (told apart
+// by the gzip magic bytes).
+func NewSource(r io.Reader, cfg Config) (*Source, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	dr, err := Decompress(r)
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{
+		cfg:    cfg,
+		rd:     NewReader(dr),
+		books:  NewBooks(cfg.OrderCapacity),
+		midDay: cfg.Start == StartMidDay,
+	}
+	return s, nil
+}
+
+// Stats returns the counters so far.
+func (s *Source) Stats() *Stats { return &s.stats }
+
+// Books returns the source's order books (read them between Next calls).
+func (s *Source) Books() *Books { return s.books }
+
+// MidDay reports whether the source treats its input as started mid-day, so
+// that its quotes carry feed.FlagBookIncomplete.
+func (s *Source) MidDay() bool { return s.midDay }
+
+// Offset returns the bytes of uncompressed input consumed so far.
+func (s *Source) Offset() int64 { return s.rd.Offset() }
+
+// Next fills m with the next normalized message. It returns io.EOF at the
+// end of the input, and a *FormatError for a message whose length does not
+// match its type or that the input cuts short; errors are sticky. Next does
+// not allocate.
+func (s *Source) Next(m *feed.Msg) error {
+	for {
+		if s.head < s.tail {
+			*m = s.out[s.head]
+			s.head++
+			s.stats.Normalized[m.Type]++
+			return nil
+		}
+		s.head, s.tail = 0, 0
+		if s.bcast && s.broadcast(m) {
+			s.stats.Normalized[m.Type]++
+			return nil
+		}
+		if s.err != nil {
+			return s.err
+		}
+		b, off, err := s.rd.Next()
+		if err != nil {
+			s.err = err
+			continue
+		}
+		if err := s.handle(b, off); err != nil {
+			s.err = err
+		}
+	}
+}
+
+// push returns the next free output message, its header filled in for
+// instrument locate at the current ITCH message.
+func (s *Source) push(t feed.Type, locate uint16, ns int64, flags feed.Flags) *feed.Msg {
+	m := &s.out[s.tail]
+	s.tail++
+	m.Header = feed.Header{Type: t, Version: feed.Version, Flags: flags, Instrument: uint32(locate),
+		ExchangeNs: ns, RecvNs: s.recvNs}
+	return m
+}
+
+// define publishes a definition of locate first if it has none: a
+// provisional one from the symbol the message names.
+func (s *Source) define(m Message) bool {
+	locate := m.StockLocate()
+	in := s.instrument(locate)
+	if in.defined {
+		return true
+	}
+	sym, ok := m.Stock()
+	if !ok {
+		return false
+	}
+	in.defined, in.provisional = true, true
+	s.stats.Instruments++
+	s.stats.Provisional++
+	d := s.push(feed.TypeDefinition, locate, m.Timestamp(), feed.FlagProvisional)
+	d.Def = feed.Definition{Symbol: sym, PriceScale: PriceScale}
+	return true
+}
+
+// handle normalizes one framed ITCH message at input offset off.
+func (s *Source) handle(b []byte, off int64) error {
+	s.stats.Messages++
+	if len(b) == 0 {
+		s.stats.Empty++
+		return nil
+	}
+	t := Type(b[0])
+	if n := Size(t); n == 0 {
+		s.stats.SkippedTypes[t]++
+		return nil
+	} else if len(b) != n {
+		return &FormatError{Type: t, Offset: off, Field: "length", Len: len(b), Want: n,
+			Reason: "length does not match the type"}
+	}
+	s.stats.ByType[t]++
+	m := Message(b)
+	if !s.first {
+		s.first = true
+		if s.cfg.Start == StartAuto && !(t == TypeSystemEvent && m.SystemEvent().EventCode() == 'O') {
+			s.midDay = true
+		}
+	}
+	s.recvNs = s.cfg.Clock()
+	locate := m.StockLocate()
+	ns := m.Timestamp()
+	switch t {
+	case TypeSystemEvent:
+		s.bcast, s.bcastNext, s.bcastCode, s.bcastNs = true, 0, m.SystemEvent().EventCode(), ns
+	case TypeStockDirectory:
+		r := m.StockDirectory()
+		in := s.instrument(locate)
+		if !in.defined {
+			s.stats.Instruments++
+		} else if in.provisional {
+			s.stats.Provisional--
+		}
+		in.defined, in.provisional = true, false
+		d := s.push(feed.TypeDefinition, locate, ns, 0)
+		d.Def = feed.Definition{Symbol: r.Stock(), PriceScale: PriceScale,
+			MarketCategory: r.MarketCategory(), RoundLot: r.RoundLotSize()}
+	case TypeTradingAction:
+		s.define(m)
+		a := m.TradingAction()
+		s.instrument(locate).state = a.TradingState()
+		st := s.push(feed.TypeStatus, locate, ns, 0)
+		st.Status = feed.Status{State: a.TradingState(), Reason: a.Reason()}
+	case TypeRegSHO:
+		s.define(m)
+		st := s.push(feed.TypeStatus, locate, ns, 0)
+		st.Status = feed.Status{State: s.instrument(locate).tradingState(), Reason: [4]byte{'S', 'H', 'O', m.RegSHO().Action()}}
+	case TypeOperationalHalt:
+		s.define(m)
+		h := m.OperationalHalt()
+		state := byte(feed.StateTrading)
+		if h.Action() == 'H' {
+			state = feed.StateHalted
+		}
+		st := s.push(feed.TypeStatus, locate, ns, 0)
+		st.Status = feed.Status{State: state, Reason: [4]byte{'O', 'P', 'H', h.MarketCode()}}
+	case TypeParticipantPosition, TypeIPOQuotingPeriod, TypeLULDAuctionCollar, TypeNOII, TypeRPII, TypeDLCR:
+		// No normalized message of their own (yet), but they name the
+		// stock: a subscriber learns of the instrument as early as the
+		// feed does.
+		s.define(m)
+	case TypeMWCBDeclineLevel, TypeMWCBStatus:
+		// Market-wide; Price(8) index levels are no instrument's prices.
+	case TypeAddOrder, TypeAddOrderMPID:
+		s.define(m)
+		a := m.AddOrder()
+		s.count(t, s.books.Add(locate, a.OrderRef(), a.Side(), a.Shares(), a.Price()))
+		s.quote(locate, ns)
+	case TypeOrderExecuted, TypeOrderExecutedPrice:
+		e := m.OrderExecuted()
+		o, res := s.books.Execute(locate, e.OrderRef(), e.Shares())
+		if !s.count(t, res) {
+			break
+		}
+		px := o.Price
+		if printable, p, ok := e.WithPrice(); ok {
+			if printable != 'Y' {
+				s.stats.NotPrintable++
+				s.quote(locate, ns)
+				break
+			}
+			px = p
+		}
+		tr := s.push(feed.TypeTrade, locate, ns, 0)
+		tr.Trade = feed.Trade{Px: int64(px), Size: uint64(e.Shares()), MatchID: e.MatchNumber(), Aggressor: opposite(o.Side)}
+		s.quote(locate, ns)
+	case TypeOrderCancel:
+		c := m.OrderCancel()
+		_, res := s.books.Cancel(locate, c.OrderRef(), c.Shares())
+		if s.count(t, res) {
+			s.quote(locate, ns)
+		}
+	case TypeOrderDelete:
+		_, res := s.books.Delete(locate, m.OrderDelete().OrderRef())
+		if s.count(t, res) {
+			s.quote(locate, ns)
+		}
+	case TypeOrderReplace:
+		u := m.OrderReplace()
+		_, res := s.books.Replace(locate, u.OriginalRef(), u.NewRef(), u.Shares(), u.Price())
+		if res != Unknown && res != WrongStock {
+			// The original left the book even if the new order was refused.
+			s.quote(locate, ns)
+		}
+		s.count(t, res)
+	case TypeTrade:
+		s.define(m)
+		p := m.Trade()
+		tr := s.push(feed.TypeTrade, locate, ns, 0)
+		tr.Trade = feed.Trade{Px: int64(p.Price()), Size: uint64(p.Shares()), MatchID: p.MatchNumber(), Aggressor: opposite(p.Side())}
+	case TypeCrossTrade:
+		s.define(m)
+		q := m.CrossTrade()
+		if q.Shares() == 0 {
+			s.stats.EmptyCross++
+			break
+		}
+		tr := s.push(feed.TypeTrade, locate, ns, feed.FlagCross)
+		tr.Trade = feed.Trade{Px: int64(q.Price()), Size: q.Shares(), MatchID: q.MatchNumber()}
+	case TypeBrokenTrade:
+		if !s.instrument(locate).defined {
+			s.stats.Undefined++
+			break
+		}
+		bt := s.push(feed.TypeTradeBust, locate, ns, 0)
+		bt.Bust.MatchID = m.BrokenTrade().MatchNumber()
+	}
+	return nil
+}
+
+// count records the result of a book operation for an ITCH message of type
+// t and reports whether the order was known.
+func (s *Source) count(t Type, res Result) bool {
+	switch res {
+	case OK:
+	case Unknown:
+		s.stats.UnknownOrder[t]++
+		// An order added before the input began: the books cannot be
+		// complete, whatever the start said.
+		s.midDay = true
+		return false
+	case WrongStock:
+		s.stats.WrongStock++
+		return false
+	case Duplicate:
+		s.stats.Duplicate++
+	case Full:
+		s.stats.TableFull++
+	case Excess:
+		s.stats.Excess++
+	case BadSide:
+		s.stats.BadSide++
+	}
+	return true
+}
+
+// quote publishes stock locate's best bid and ask if either price or size
+// changed since its last quote.
+func (s *Source) quote(locate uint16, ns int64) {
+	in := s.instrument(locate)
+	top := s.books.Top(locate)
+	if in.quoted && top == in.last {
+		return
+	}
+	if !in.defined {
+		// Only an order event can change a book, and only an add puts an
+		// order in one, after defining the instrument.
+		return
+	}
+	in.quoted, in.last = true, top
+	var flags feed.Flags
+	if s.midDay {
+		flags |= feed.FlagBookIncomplete
+	}
+	if top.HasBid {
+		flags |= feed.FlagBidPresent
+	}
+	if top.HasAsk {
+		flags |= feed.FlagAskPresent
+	}
+	q := s.push(feed.TypeQuote, locate, ns, flags)
+	q.Quote = feed.Quote{BidPx: int64(top.BidPrice), BidSize: top.BidSize, AskPx: int64(top.AskPrice), AskSize: top.AskSize}
+}
+
+// broadcast emits the pending system event's status for the next defined
+// instrument, and reports whether there was one.
+func (s *Source) broadcast(m *feed.Msg) bool {
+	for ; s.bcastNext < len(s.inst); s.bcastNext++ {
+		in := &s.inst[s.bcastNext]
+		if !in.defined {
+			continue
+		}
+		m.Header = feed.Header{Type: feed.TypeStatus, Version: feed.Version, Instrument: uint32(s.bcastNext),
+			ExchangeNs: s.bcastNs, RecvNs: s.recvNs}
+		m.Status = feed.Status{State: in.tradingState(), Reason: [4]byte{'S', 'Y', 'S', s.bcastCode}}
+		s.bcastNext++
+		return true
+	}
+	s.bcast = false
+	return false
+}
+
+func opposite(side byte) feed.Side {
+	switch side {
+	case 'B':
+		return feed.SideSell
+	case 'S':
+		return feed.SideBuy
+	}
+	return feed.SideUnknown
+}
