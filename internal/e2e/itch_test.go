@@ -47,6 +47,15 @@ func TestITCHSnippetReachesSubscriber(t *testing.T) {
 		}
 		typ, inst := m["type"].(string), m["instrument"].(float64)
 		types[typ]++
+		flags, _ := m["flags"].(string)
+		// A mid-day snippet with no stock directory: every definition is
+		// provisional and every quote comes from an incomplete book.
+		if typ == "definition" && !strings.Contains(flags, "provisional") {
+			t.Errorf("definition of instrument %v not flagged provisional: %q", inst, flags)
+		}
+		if typ == "quote" && !strings.Contains(flags, "book_incomplete") {
+			t.Errorf("quote of instrument %v not flagged book_incomplete: %q", inst, flags)
+		}
 		if typ == "definition" {
 			defined[inst] = true
 		} else if !defined[inst] {

@@ -454,10 +454,10 @@ func (h *handler) print(ch int, seq uint64, msg []byte, recvNs int64) {
 	m := &h.m
 	b := h.line[:0]
 	if h.app.s.Format == "json" {
-		b = fmt.Appendf(b, `{"channel":%d,"seq":%d,"type":%q,"instrument":%d,"inst_seq":%d,"exchange_ns":%d,"send_ns":%d,"recv_ns":%d`,
-			ch, seq, m.Type.String(), m.Instrument, m.InstSeq, m.ExchangeNs, m.SendNs, recvNs)
+		b = fmt.Appendf(b, `{"channel":%d,"seq":%d,"type":%q,"instrument":%d,"inst_seq":%d,"flags":%q,"exchange_ns":%d,"send_ns":%d,"recv_ns":%d`,
+			ch, seq, m.Type.String(), m.Instrument, m.InstSeq, flagNames(m.Flags), m.ExchangeNs, m.SendNs, recvNs)
 	} else {
-		b = fmt.Appendf(b, "ch=%d seq=%d %s inst=%d iseq=%d", ch, seq, m.Type, m.Instrument, m.InstSeq)
+		b = fmt.Appendf(b, "ch=%d seq=%d %s inst=%d iseq=%d flags=%s", ch, seq, m.Type, m.Instrument, m.InstSeq, flagNames(m.Flags))
 	}
 	js := h.app.s.Format == "json"
 	field := func(k string, v any) {
@@ -493,6 +493,21 @@ func (h *handler) print(ch int, seq uint64, msg []byte, recvNs int64) {
 	b = append(b, '\n')
 	h.w.Write(b)
 	h.line = b
+}
+
+// flagNames lists a message's flags by name, comma separated ("" for none).
+func flagNames(f feed.Flags) string {
+	names := [...]string{"provisional", "book_incomplete", "cross", "bid_present", "ask_present"}
+	out := ""
+	for i, n := range names {
+		if f&(1<<i) != 0 {
+			if out != "" {
+				out += ","
+			}
+			out += n
+		}
+	}
+	return out
 }
 
 func (h *handler) Event(ev *tickcast.Event) {
