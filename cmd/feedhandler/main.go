@@ -33,6 +33,7 @@ import (
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/logging"
+	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/internal/subapp"
 	"github.com/tickcast/tickcast/mold"
@@ -43,6 +44,7 @@ import (
 type Settings struct {
 	Source      string        `flag:"source" default:"synthetic" help:"upstream feed: synthetic, or itch:PATH (NASDAQ ITCH 5.0 file, plain or gzip)"`
 	DryRun      bool          `flag:"dry-run" help:"with itch:PATH, read the whole file and print counts as JSON, publishing nothing"`
+	ITCHOrders  int           `flag:"itch-orders" default:"1048576" help:"with itch:PATH, capacity of the order table (live orders; occupancy is logged and in --dry-run)"`
 	Count       uint64        `flag:"count" default:"1000000" help:"messages to publish, then end the session (0 = no limit)"`
 	Rate        float64       `flag:"rate" default:"100000" help:"messages per second, paced by spinning on the clock (0 = as fast as possible)"`
 	Instruments int           `flag:"instruments" default:"100" help:"synthetic instruments"`
@@ -70,6 +72,7 @@ type Settings struct {
 	StoreBytes    int           `flag:"store-bytes" default:"67108864" help:"retransmission store limit per channel, in message bytes"`
 	MaxRetransmit int           `flag:"max-retransmit" default:"10000" help:"most messages one retransmit request may ask for"`
 	RateLimit     float64       `flag:"rate-limit" default:"1000000" help:"messages per second one requester may be sent"`
+	MetricsAddr   string        `flag:"metrics-addr" default:"127.0.0.1:9464" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port)"`
 	natsconn.Flags
 
 	Origins cliconf.Origins // where each explicitly set setting came from
@@ -80,6 +83,8 @@ func (s *Settings) validate() error {
 		return err
 	}
 	switch {
+	case s.ITCHOrders < 1:
+		return cliconf.Invalid("itch-orders", "%d: must be positive", s.ITCHOrders)
 	case s.Rate < 0:
 		return cliconf.Invalid("rate", "%v: must not be negative", s.Rate)
 	case s.Instruments < 1 || s.Instruments > 456976:
@@ -108,6 +113,8 @@ func (s *Settings) validate() error {
 		return cliconf.Invalid("rate-limit", "%v: must be positive", s.RateLimit)
 	case s.Demo && s.Count == 0:
 		return cliconf.Invalid("count", "0 (no limit) cannot be combined with --demo, which ends when the feed does")
+	case metricsrv.CheckAddr(s.MetricsAddr) != nil:
+		return cliconf.Invalid("metrics-addr", "%v", metricsrv.CheckAddr(s.MetricsAddr))
 	}
 	return nil
 }
@@ -234,6 +241,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 1
 	}
 	defer rsrv.Close()
+	metrics, err := startMetrics(&s, log, rsrv, stores)
+	if err != nil {
+		log.Error().Err(err).Str("metrics_addr", s.MetricsAddr).Msg("cannot serve metrics")
+		return 1
+	}
+	defer metrics.Close()
 	storeErrs := 0
 	onPacket := func(ch int, session mold.Session, firstSeq uint64, pkt []byte) {
 		if err := stores[ch].OnPacket(session, firstSeq, pkt); err != nil {
@@ -270,6 +283,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		NewSender:   tickcast.UDPSenders(udpc),
 		MaxDatagram: s.MaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
 		OnPacket: onPacket,
+		Observer: metrics.observer,
 		OnControl: func(ch int, session mold.Session, nextSeq uint64, datagram []byte) {
 			// Heartbeats and end of session go to the store too: one before
 			// the first message starts its session (snapshots can be served
@@ -285,6 +299,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		log.Error().Err(err).Msg("cannot start publisher")
 		return 1
 	}
+	metrics.addPublisher(pub)
 	sessions := pub.Sessions()
 	for ch := 0; ch < s.Channels; ch++ {
 		ga, _ := tickcast.ChannelGroup(group, ch)

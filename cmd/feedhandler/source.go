@@ -44,7 +44,7 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 		src, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: s.Seed, Instruments: s.Instruments, Channels: s.Channels, Count: s.Count})
 		return src, func() {}, err
 	}
-	f, src, err := openITCH(path)
+	f, src, err := openITCH(path, s.ITCHOrders)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -83,7 +83,7 @@ func (f *countingFile) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func openITCH(path string) (*countingFile, *itch.Source, error) {
+func openITCH(path string, orders int) (*countingFile, *itch.Source, error) {
 	osf, err := os.Open(path)
 	if err != nil {
 		return nil, nil, cliconf.Invalid("source", "%v", err)
@@ -92,7 +92,7 @@ func openITCH(path string) (*countingFile, *itch.Source, error) {
 	if fi, err := osf.Stat(); err == nil {
 		f.size = fi.Size()
 	}
-	src, err := itch.NewSource(f, itch.Config{})
+	src, err := itch.NewSource(f, itch.Config{OrderCapacity: orders})
 	if err != nil {
 		osf.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
