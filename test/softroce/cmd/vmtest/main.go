@@ -1,0 +1,428 @@
+// Command vmtest runs tickcast's RDMA tests against real verbs on a machine
+// without RDMA hardware: it builds the packages' tests with -tags rdma, packs
+// them into a small initramfs with Debian's kernel and the rdma_rxe
+// (Soft-RoCE) modules (build-initramfs.sh), boots it under qemu with no
+// network device, and checks what the guest (guest-init.sh) reports.
+//
+// It fails unless every test that `go test -list` names passed (a skip or a
+// missing test is a failure), every test binary exited 0, and rxe0's
+// hw_counters sent_pkts and rcvd_pkts rose by at least the number of
+// datagrams the tests say they sent.
+//
+// Usage, from anywhere in the module (test/softroce/run.sh checks the
+// host's packages first):
+//
+//	go run ./test/softroce/cmd/vmtest [-v] [-work DIR] [-timeout 5m] [package ...]
+//
+// The packages default to ./ud/rdma.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	var (
+		work    = flag.String("work", defaultWork(), "directory for the kernel cache, binaries, initramfs and logs")
+		timeout = flag.Duration("timeout", 5*time.Minute, "limit for the whole VM run (boot to power-off)")
+		verbose = flag.Bool("v", false, "print every test's output, not only failing tests'")
+		mem     = flag.Int("mem", 1024, "guest memory in MiB")
+		extra   = flag.String("extra", "", "comma-separated host binaries to add to the guest's /tests as well (e.g. rdma-tagged commands an end-to-end test runs)")
+	)
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: vmtest [flags] [package ...]\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	pkgs := flag.Args()
+	if len(pkgs) == 0 {
+		pkgs = []string{"./ud/rdma"}
+	}
+	r := &runner{work: *work, timeout: *timeout, verbose: *verbose, mem: *mem}
+	if *extra != "" {
+		r.extra = strings.Split(*extra, ",")
+	}
+	if err := r.run(pkgs); err != nil {
+		fmt.Fprintf(os.Stderr, "vmtest: FAIL: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Println("vmtest: PASS")
+}
+
+func defaultWork() string {
+	if d := os.Getenv("TICKCAST_SOFTROCE_WORK"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "tickcast-softroce")
+	}
+	return filepath.Join(os.TempDir(), "tickcast-softroce")
+}
+
+type runner struct {
+	work    string
+	timeout time.Duration
+	verbose bool
+	mem     int
+	extra   []string
+	root    string // module root
+	suites  []*suite
+}
+
+// suite is one package's test binary.
+type suite struct {
+	pkg      string   // import path
+	name     string   // binary name in the guest, without .test
+	expected []string // top-level tests from go test -list
+	bin      string
+
+	// From the guest.
+	started bool
+	exit    int
+	sent    int64
+	results map[string]string // test (and subtest) → final action
+	elapsed map[string]float64
+	output  map[string]*bytes.Buffer
+	order   []string
+}
+
+func (r *runner) run(pkgs []string) error {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" || strings.TrimSpace(string(out)) == os.DevNull {
+		return fmt.Errorf("not inside the tickcast module (go env GOMOD: %q, %v)", out, err)
+	}
+	r.root = filepath.Dir(strings.TrimSpace(string(out)))
+	bindir := filepath.Join(r.work, "bin")
+	if err := os.RemoveAll(bindir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(bindir, 0o755); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	bins := []string{}
+	for _, p := range pkgs {
+		s, err := r.buildSuite(p, bindir)
+		if err != nil {
+			return err
+		}
+		r.suites = append(r.suites, s)
+		bins = append(bins, s.bin)
+	}
+	t2j := filepath.Join(bindir, "test2json")
+	if err := r.goCmd("build", "-o", t2j, "cmd/test2json"); err != nil {
+		return err
+	}
+	bins = append(bins, t2j)
+	bins = append(bins, r.extra...)
+	script := filepath.Join(r.root, "test", "softroce", "build-initramfs.sh")
+	cmd := exec.Command("bash", append([]string{script, r.work}, bins...)...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build-initramfs.sh: %v", err)
+	}
+	fmt.Printf("vmtest: built %d test binaries and the initramfs in %v\n", len(r.suites), time.Since(t0).Round(100*time.Millisecond))
+
+	results := filepath.Join(r.work, "results.log")
+	if err := r.boot(results); err != nil {
+		return err
+	}
+	return r.check(results)
+}
+
+func (r *runner) goCmd(args ...string) error {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = r.root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s: %v", strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// buildSuite lists a package's tests and builds its rdma-tagged test binary.
+func (r *runner) buildSuite(pkg, bindir string) (*suite, error) {
+	cmd := exec.Command("go", "list", "-tags", "rdma", pkg)
+	cmd.Dir = r.root
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list %s: %v", pkg, err)
+	}
+	s := &suite{pkg: strings.TrimSpace(string(out)), results: map[string]string{},
+		elapsed: map[string]float64{}, output: map[string]*bytes.Buffer{}}
+	s.name = strings.ReplaceAll(strings.TrimPrefix(s.pkg, "github.com/tickcast/tickcast/"), "/", "_")
+	cmd = exec.Command("go", "test", "-tags", "rdma", "-list", ".", pkg)
+	cmd.Dir = r.root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	out, err = cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go test -list %s: %v", pkg, err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		// Benchmarks do not run; tests, examples with output and fuzz
+		// targets' seed corpora do.
+		if strings.HasPrefix(l, "Test") || strings.HasPrefix(l, "Example") || strings.HasPrefix(l, "Fuzz") {
+			s.expected = append(s.expected, l)
+		}
+	}
+	if len(s.expected) == 0 {
+		return nil, fmt.Errorf("%s: go test -tags rdma -list found no tests", pkg)
+	}
+	s.bin = filepath.Join(bindir, s.name+".test")
+	if err := r.goCmd("test", "-c", "-tags", "rdma", "-o", s.bin, pkg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// boot runs the VM until it powers off or the timeout passes. The console
+// (ttyS0) goes to console.log, the guest's report (ttyS1) to results.
+func (r *runner) boot(results string) error {
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return errors.New("qemu-system-x86_64 not found (Debian package qemu-system-x86)")
+	}
+	os.Remove(results)
+	console := filepath.Join(r.work, "console.log")
+	logf, err := os.Create(console)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	guestTimeout := r.timeout - 30*time.Second
+	if guestTimeout < 30*time.Second {
+		guestTimeout = r.timeout
+	}
+	args := []string{
+		// TCG: this host's /dev/kvm does not boot a stock kernel. tb-size
+		// bounds qemu's translation cache (and so its memory).
+		"-accel", "tcg,thread=multi,tb-size=256", "-cpu", "max",
+		"-smp", strconv.Itoa(min(2, runtime.NumCPU())), "-m", strconv.Itoa(r.mem),
+		"-display", "none", "-monitor", "none", "-no-reboot",
+		// No network device: nothing the tests send can leave the VM.
+		"-nic", "none",
+		"-kernel", filepath.Join(r.work, "vmlinuz"),
+		"-initrd", filepath.Join(r.work, "initramfs.cpio.gz"),
+		// ttyS0 is the console; ttyS1 the guest's report, kept apart
+		// from kernel messages.
+		"-serial", "stdio",
+		"-serial", "file:" + results,
+		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 tctimeout=" + strconv.Itoa(int(guestTimeout.Seconds())) + "s",
+	}
+	cmd := exec.CommandContext(ctx, qemu, args...)
+	cmd.Stdin = nil
+	if r.verbose {
+		cmd.Stdout = io.MultiWriter(logf, os.Stdout)
+	} else {
+		cmd.Stdout = logf
+	}
+	cmd.Stderr = cmd.Stdout
+	t0 := time.Now()
+	fmt.Printf("vmtest: booting %s under qemu (TCG), limit %v\n", readTrim(filepath.Join(r.work, "kernel.txt")), r.timeout)
+	err = cmd.Run()
+	fmt.Printf("vmtest: VM ran %v (console: %s)\n", time.Since(t0).Round(100*time.Millisecond), console)
+	if ctx.Err() != nil {
+		tail(console)
+		return fmt.Errorf("the VM did not finish within %v", r.timeout)
+	}
+	if err != nil {
+		tail(console)
+		return fmt.Errorf("qemu: %v", err)
+	}
+	return nil
+}
+
+func readTrim(f string) string {
+	b, _ := os.ReadFile(f)
+	return strings.TrimSpace(string(b))
+}
+
+func tail(f string) {
+	b, _ := os.ReadFile(f)
+	lines := strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n")
+	fmt.Println("--- console (last 30 lines)")
+	fmt.Println(strings.Join(lines[max(0, len(lines)-30):], "\n"))
+}
+
+// event is one line of go test -json (test2json) output.
+type event struct {
+	Action  string
+	Test    string
+	Elapsed float64
+	Output  string
+}
+
+// check parses the guest's report and applies every rule.
+func (r *runner) check(results string) error {
+	f, err := os.Open(results)
+	if err != nil {
+		return fmt.Errorf("no report from the guest: %v", err)
+	}
+	defer f.Close()
+	byName := map[string]*suite{}
+	for _, s := range r.suites {
+		byName[s.name] = s
+	}
+	var problems []string
+	counters := map[string][2]int64{}
+	done := false
+	var cur *suite
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if strings.HasPrefix(line, "@") {
+			fields := strings.Fields(line)
+			switch fields[0] {
+			case "@counters":
+				if len(fields) == 4 {
+					a, _ := strconv.ParseInt(fields[2], 10, 64)
+					b, _ := strconv.ParseInt(fields[3], 10, 64)
+					counters[fields[1]] = [2]int64{a, b}
+				}
+			case "@suite":
+				cur = byName[fields[1]]
+				if cur != nil {
+					cur.started = true
+				}
+			case "@exit", "@sent":
+				if s := byName[fields[1]]; s != nil && len(fields) == 3 {
+					n, _ := strconv.ParseInt(fields[2], 10, 64)
+					if fields[0] == "@exit" {
+						s.exit = int(n)
+					} else {
+						s.sent = n
+					}
+				}
+				cur = nil
+			case "@error":
+				problems = append(problems, "guest: "+strings.TrimPrefix(line, "@error "))
+			case "@done":
+				done = true
+			}
+			continue
+		}
+		if cur == nil || !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var ev event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			continue
+		}
+		cur.record(ev)
+	}
+	if !done {
+		problems = append(problems, "the guest did not finish (no @done in its report)")
+	}
+
+	var sent int64
+	for _, s := range r.suites {
+		fmt.Printf("\n=== %s (%s): exit %d, %d datagrams sent\n", s.name, s.pkg, s.exit, s.sent)
+		if !s.started {
+			problems = append(problems, s.name+": did not run")
+			continue
+		}
+		if s.exit != 0 {
+			problems = append(problems, fmt.Sprintf("%s: test binary exited %d", s.name, s.exit))
+		}
+		if s.sent < 0 {
+			problems = append(problems, s.name+": no datagram count (TICKCAST_RDMA_SENT_FILE not written)")
+		} else {
+			sent += s.sent
+		}
+		expected := map[string]bool{}
+		for _, t := range s.expected {
+			expected[t] = true
+			if a := s.results[t]; a != "pass" {
+				if a == "" {
+					a = "missing (did not run)"
+				}
+				problems = append(problems, fmt.Sprintf("%s: %s: %s", s.name, t, a))
+			}
+		}
+		for _, t := range s.order {
+			a := s.results[t]
+			fmt.Printf("  %-4s %-40s %6.2fs\n", strings.ToUpper(a), t, s.elapsed[t])
+			if a == "skip" || a == "fail" {
+				if !expected[t] { // subtests; top-level ones are reported above
+					problems = append(problems, fmt.Sprintf("%s: %s: %s", s.name, t, a))
+				}
+			}
+			if (r.verbose || a != "pass") && s.output[t] != nil {
+				for _, l := range strings.Split(strings.TrimRight(s.output[t].String(), "\n"), "\n") {
+					if !strings.HasPrefix(l, "=== ") {
+						fmt.Printf("         | %s\n", l)
+					}
+				}
+			}
+		}
+	}
+
+	before, okb := counters["before"]
+	after, oka := counters["after"]
+	if !okb || !oka {
+		problems = append(problems, "rxe0 hw_counters not reported before and after the tests")
+	} else {
+		ds, dr := after[0]-before[0], after[1]-before[1]
+		fmt.Printf("\nrxe0 hw_counters: sent_pkts %d -> %d (+%d), rcvd_pkts %d -> %d (+%d); tests sent %d datagrams\n",
+			before[0], after[0], ds, before[1], after[1], dr, sent)
+		if sent <= 0 {
+			problems = append(problems, "the tests report no datagrams sent")
+		}
+		if ds < sent {
+			problems = append(problems, fmt.Sprintf("rxe0 sent_pkts rose by %d, less than the %d datagrams sent", ds, sent))
+		}
+		if dr < sent {
+			problems = append(problems, fmt.Sprintf("rxe0 rcvd_pkts rose by %d, less than the %d datagrams sent", dr, sent))
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("%d problem(s):\n  %s", len(problems), strings.Join(problems, "\n  "))
+	}
+	return nil
+}
+
+func (s *suite) record(ev event) {
+	if ev.Test == "" {
+		return
+	}
+	switch ev.Action {
+	case "run":
+		if _, ok := s.results[ev.Test]; !ok {
+			s.order = append(s.order, ev.Test)
+			s.results[ev.Test] = "run"
+		}
+	case "pass", "fail", "skip":
+		if _, ok := s.results[ev.Test]; !ok {
+			s.order = append(s.order, ev.Test)
+		}
+		s.results[ev.Test] = ev.Action
+		s.elapsed[ev.Test] = ev.Elapsed
+	case "output":
+		b := s.output[ev.Test]
+		if b == nil {
+			b = new(bytes.Buffer)
+			s.output[ev.Test] = b
+		}
+		b.WriteString(ev.Output)
+	}
+}

@@ -1,0 +1,182 @@
+// This file holds the C calls that set up and tear down an endpoint (device
+// lookup, rdma_cm id, queue pair, memory region, multicast join). It is built
+// with the rdma tag on Linux with cgo; stub.go replaces the package otherwise.
+
+//go:build linux && cgo && rdma
+
+package rdma
+
+/*
+#cgo LDFLAGS: -libverbs -lrdmacm
+#include <stdlib.h>
+#include "verbs.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"net/netip"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	"github.com/tickcast/tickcast/ud"
+)
+
+// Available reports whether this binary was built with the verbs backend.
+const Available = true
+
+// endpoint is the Go view of one C endpoint (struct tc_ep): Go types only,
+// so that sender.go and receiver.go never touch C.
+type endpoint struct {
+	ep        *C.struct_tc_ep
+	dev       Device
+	mtu       int    // largest datagram
+	maxInline int    // inline size the QP granted
+	sendOnly  bool   // the join was send-only
+	qkey      uint32 // the group's qkey, from the join event
+	remoteQPN uint32 // the destination QPN, from the join event
+
+	// mem is the registered region (C memory): receive slots first, at
+	// recvStride, then send slots at sendStride.
+	mem        []byte
+	recvStride int
+	sendStride int
+	sendOff    int
+
+	// Views of the C result and parameter arrays (batch entries each).
+	rcID, rcLen, rcStatus []uint32
+	sLen                  []uint32
+}
+
+func ip4(a netip.Addr) C.uint32_t {
+	b := a.As4()
+	// Network byte order in memory, as struct in_addr holds it.
+	return C.uint32_t(*(*uint32)(unsafe.Pointer(&b[0])))
+}
+
+// convErr turns a C error report into the package's error types.
+func convErr(e *C.struct_tc_err, group, iface netip.Addr) error {
+	msg := C.GoString(&e.msg[0])
+	var cause error
+	switch e.kind {
+	case C.TC_ERR_NODEV:
+		cause = fmt.Errorf("%w (%s)", ErrNoDevice, msg)
+	case C.TC_ERR_PORT:
+		cause = fmt.Errorf("%w: %s", ErrPortNotActive, msg)
+	case C.TC_ERR_JOIN:
+		cause = fmt.Errorf("%w: %s", ErrJoin, msg)
+	case C.TC_ERR_TOO_LARGE:
+		cause = fmt.Errorf("%w: %s", ErrTooLarge, msg)
+	default:
+		cause = syscall.Errno(e.errnum)
+	}
+	if e.errnum != 0 && e.kind != C.TC_ERR_SYS {
+		cause = fmt.Errorf("%w [%w]", cause, syscall.Errno(e.errnum))
+	}
+	return &OpError{Op: C.GoString(&e.op[0]), Group: group, Interface: iface, Err: cause}
+}
+
+func portStateName(s C.int) string {
+	return C.GoString(C.ibv_port_state_str(uint32(s)))
+}
+
+func convDev(d *C.struct_tc_dev) Device {
+	return Device{
+		Name:      C.GoString(&d.name[0]),
+		Port:      int(d.port),
+		State:     portStateName(d.state),
+		Active:    d.state == C.IBV_PORT_ACTIVE,
+		ActiveMTU: int(d.active_mtu),
+		MaxMTU:    int(d.max_mtu),
+	}
+}
+
+// LookupDevice returns the RDMA device and port that serve the interface
+// address iface. The error wraps ErrNoDevice when there is none. A port
+// that is not ACTIVE is reported in Device, not as an error.
+func LookupDevice(iface netip.Addr) (Device, error) {
+	if !iface.Is4() {
+		return Device{}, &ConfigError{Field: "Interface", Value: iface, Reason: "not an IPv4 address"}
+	}
+	var d C.struct_tc_dev
+	var e C.struct_tc_err
+	if C.tc_lookup(ip4(iface), &d, &e) != 0 {
+		return Device{}, convErr(&e, netip.Addr{}, iface)
+	}
+	return convDev(&d), nil
+}
+
+// openEndpoint sets up a sender's or a receiver's endpoint for c (defaults
+// applied) and joins the group.
+func openEndpoint(c *Config, sender bool) (*endpoint, error) {
+	p := C.struct_tc_params{
+		ifaddr:     ip4(c.Interface),
+		group:      ip4(c.Group),
+		nrecv:      C.int(c.RingSlots),
+		nsend:      C.int(c.SendSlots),
+		batch:      C.int(c.Batch),
+		max_inline: C.int(c.MaxInline),
+		timeout_ms: C.int(c.JoinTimeout.Milliseconds()),
+		max_dgram:  C.int(c.MaxDatagram),
+	}
+	if sender {
+		p.sender = 1
+	} else if c.Mode == Blocking {
+		p.blocking = 1
+	}
+	var e C.struct_tc_err
+	ep := C.tc_open(&p, &e)
+	if ep == nil {
+		return nil, convErr(&e, c.Group, c.Interface)
+	}
+	b := int(ep.batch)
+	u32 := func(p *C.uint32_t) []uint32 { return unsafe.Slice((*uint32)(unsafe.Pointer(p)), b) }
+	x := &endpoint{
+		ep:         ep,
+		dev:        convDev(&ep.dev),
+		mtu:        int(ep.mtu),
+		maxInline:  int(ep.max_inline),
+		sendOnly:   ep.sendonly != 0,
+		qkey:       uint32(ep.qkey),
+		remoteQPN:  uint32(ep.remote_qpn),
+		mem:        unsafe.Slice((*byte)(unsafe.Pointer(ep.buf)), int(ep.buflen)),
+		recvStride: int(ep.rstride),
+		sendStride: int(ep.sstride),
+		sendOff:    int(ep.nrecv) * int(ep.rstride),
+		rcID:       u32(ep.rc_id),
+		rcLen:      u32(ep.rc_len),
+		rcStatus:   u32(ep.rc_status),
+		sLen:       u32(ep.s_len),
+	}
+	return x, nil
+}
+
+// close leaves the group and destroys every verbs object. The slot memory
+// is not freed: see freeMemWhenUnreachable.
+func (x *endpoint) close() {
+	if x.ep != nil {
+		C.tc_close(x.ep)
+		x.ep = nil
+	}
+}
+
+// freeMem frees the slot memory at once (the sender, whose slots are never
+// lent out).
+func (x *endpoint) freeMem() {
+	if x.mem != nil {
+		C.tc_free_buf(unsafe.Pointer(&x.mem[0]))
+		x.mem = nil
+	}
+}
+
+// freeMemWhenUnreachable frees the slot memory once anchor, the first slot
+// of the receive ring (whose slot array every lent *ud.Slot points into), is
+// unreachable: a consumer may still read lent slots after the receiver is
+// closed.
+func (x *endpoint) freeMemWhenUnreachable(anchor *ud.Slot) {
+	// The argument is C memory, invisible to the garbage collector, so
+	// it does not keep anchor alive.
+	runtime.AddCleanup(anchor, func(p unsafe.Pointer) { C.tc_free_buf(p) }, unsafe.Pointer(&x.mem[0]))
+	x.mem = nil
+}

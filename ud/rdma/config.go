@@ -1,0 +1,215 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/tickcast/tickcast/ud"
+)
+
+// Mode selects how a Receiver's loop waits for completions.
+type Mode int
+
+const (
+	// Blocking arms the receive completion queue and sleeps on its
+	// completion channel while no datagram is waiting. It costs no CPU on
+	// an idle line.
+	Blocking Mode = iota
+	// BusyPoll spins on ibv_poll_cq from a goroutine locked to its OS
+	// thread, optionally pinned to Config.CPU. It burns a core and saves
+	// the wakeup. On a two-core machine run at most one.
+	BusyPoll
+)
+
+// String returns "blocking" or "busy-poll".
+func (m Mode) String() string {
+	switch m {
+	case Blocking:
+		return "blocking"
+	case BusyPoll:
+		return "busy-poll"
+	}
+	return "Mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Defaults applied to Config fields left at their zero value, and limits.
+const (
+	// DefaultRingSlots is the default Config.RingSlots.
+	DefaultRingSlots = 1024
+	// DefaultSendSlots is the default Config.SendSlots.
+	DefaultSendSlots = 256
+	// DefaultBatch is the default Config.Batch.
+	DefaultBatch = 32
+	// DefaultMaxInline is the default Config.MaxInline.
+	DefaultMaxInline = 256
+	// DefaultJoinTimeout is the default Config.JoinTimeout.
+	DefaultJoinTimeout = 5 * time.Second
+	// MaxBatch is the largest Config.Batch.
+	MaxBatch = 256
+	// GRHLen is the Global Route Header space at the start of every UD
+	// receive buffer, which the receive slots skip.
+	GRHLen = 40
+	// MulticastQPN is the destination QP number of a multicast send.
+	MulticastQPN = 0xFFFFFF
+)
+
+// Errors. The errors returned by this package wrap these, so that callers
+// can tell them apart with errors.Is.
+var (
+	// ErrNotBuilt means the binary was built without RDMA support.
+	ErrNotBuilt = errors.New("rdma: this binary was built without RDMA support: " +
+		"rebuild on Linux with CGO_ENABLED=1 and -tags rdma " +
+		"(build needs the Debian packages libibverbs-dev and librdmacm-dev; " +
+		"running needs libibverbs1, librdmacm1 and ibverbs-providers)")
+	// ErrNoDevice means no RDMA device serves the interface address (or
+	// the kernel has no RDMA support at all).
+	ErrNoDevice = errors.New("no RDMA device for this interface address")
+	// ErrPortNotActive means the device port behind the interface is not
+	// in the ACTIVE state (link down, or not yet up).
+	ErrPortNotActive = errors.New("RDMA port is not ACTIVE")
+	// ErrTooLarge means a datagram exceeds the port's active MTU (or
+	// Config.MaxDatagram if smaller).
+	ErrTooLarge = errors.New("datagram larger than the RDMA port's active MTU")
+	// ErrJoin means the multicast join failed or timed out.
+	ErrJoin = errors.New("multicast join failed")
+)
+
+// Config describes one multicast line. One Config serves both NewSender and
+// NewReceiver; each ignores the fields that do not concern it. Zero fields
+// select defaults, except CPU, whose zero value pins a BusyPoll receiver to
+// CPU 0 (set -1 for no pinning).
+type Config struct {
+	// Group is the IPv4 multicast group (224.0.0.0/4). Required.
+	Group netip.Addr
+	// Interface is the IPv4 address of the network interface whose RDMA
+	// device (a RoCE NIC, an rxe Soft-RoCE device, an IPoIB port) carries
+	// the line. Required: loopback has no RDMA device.
+	Interface netip.Addr
+	// MaxDatagram caps the datagram size below the port's active MTU. Zero
+	// means the MTU; a value above the MTU is an error (ErrTooLarge).
+	MaxDatagram int
+	// RingSlots is the number of receive slots (and posted receive work
+	// requests), a power of two. Zero means DefaultRingSlots.
+	RingSlots int
+	// SendSlots is the number of send slots (and the send queue depth).
+	// Zero means DefaultSendSlots; it is raised to 2*Batch if smaller.
+	SendSlots int
+	// Batch is the most completions one poll takes and the most work
+	// requests one post list carries, 1–MaxBatch. Zero means DefaultBatch.
+	Batch int
+	// MaxInline is the inline data size to ask the queue pair for; the
+	// device may grant less (Sender.MaxInline reports it). Zero means
+	// DefaultMaxInline; -1 disables inline sends.
+	MaxInline int
+	// Mode is how the receive loop waits: Blocking (the default) or
+	// BusyPoll.
+	Mode Mode
+	// CPU is the CPU a BusyPoll receive thread is pinned to, or -1 for
+	// none. Ignored in Blocking mode.
+	CPU int
+	// JoinTimeout bounds the wait for the multicast join. Zero means
+	// DefaultJoinTimeout.
+	JoinTimeout time.Duration
+	// Notifier, if set, is signalled after every batch a Receiver
+	// publishes.
+	Notifier *ud.Notifier
+}
+
+// ConfigError reports a Config field with an invalid value.
+type ConfigError struct {
+	Field  string // the Config field
+	Value  any    // the rejected value
+	Reason string // what is wrong with it
+}
+
+// Error returns "rdma: invalid Config.<Field> <value>: <reason>".
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("rdma: invalid Config.%s %v: %s", e.Field, e.Value, e.Reason)
+}
+
+// withDefaults returns c with zero fields replaced by their defaults, or the
+// first invalid field as a *ConfigError.
+func (c Config) withDefaults() (Config, error) {
+	if c.RingSlots == 0 {
+		c.RingSlots = DefaultRingSlots
+	}
+	if c.Batch == 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.SendSlots == 0 {
+		c.SendSlots = DefaultSendSlots
+	}
+	if c.SendSlots < 2*c.Batch {
+		c.SendSlots = 2 * c.Batch
+	}
+	if c.MaxInline == 0 {
+		c.MaxInline = DefaultMaxInline
+	}
+	if c.JoinTimeout == 0 {
+		c.JoinTimeout = DefaultJoinTimeout
+	}
+	bad := func(field string, value any, reason string) (Config, error) {
+		return c, &ConfigError{Field: field, Value: value, Reason: reason}
+	}
+	switch {
+	case !c.Group.IsValid():
+		return bad("Group", c.Group, "required")
+	case !c.Group.Is4() || !c.Group.IsMulticast():
+		return bad("Group", c.Group, "not an IPv4 multicast address (224.0.0.0/4)")
+	case !c.Interface.IsValid():
+		return bad("Interface", c.Interface, "required: the address of an interface with an RDMA device")
+	case !c.Interface.Is4() || c.Interface.IsMulticast() || c.Interface.IsUnspecified():
+		return bad("Interface", c.Interface, "not a unicast IPv4 interface address")
+	case c.MaxDatagram < 0:
+		return bad("MaxDatagram", c.MaxDatagram, "negative")
+	case c.RingSlots < 2 || c.RingSlots&(c.RingSlots-1) != 0 || c.RingSlots > 1<<16:
+		return bad("RingSlots", c.RingSlots, "not a power of two between 2 and 65536")
+	case c.Batch < 1 || c.Batch > MaxBatch:
+		return bad("Batch", c.Batch, "not in 1–"+strconv.Itoa(MaxBatch))
+	case c.SendSlots > 1<<16:
+		return bad("SendSlots", c.SendSlots, "more than 65536")
+	case c.MaxInline < -1:
+		return bad("MaxInline", c.MaxInline, "not -1 (no inline) or a size")
+	case c.Mode != Blocking && c.Mode != BusyPoll:
+		return bad("Mode", c.Mode, "not Blocking or BusyPoll")
+	case c.CPU < -1 || c.CPU >= 1024:
+		return bad("CPU", c.CPU, "not -1 (no pinning) or a CPU index below 1024")
+	case c.JoinTimeout < 0:
+		return bad("JoinTimeout", c.JoinTimeout, "negative")
+	}
+	return c, nil
+}
+
+// Device describes the RDMA device and port behind an interface address.
+type Device struct {
+	Name      string // device name, e.g. "mlx5_0" or "rxe0"
+	Port      int    // port number, from 1
+	State     string // port state as libibverbs names it, e.g. "PORT_ACTIVE"
+	Active    bool   // the port is ACTIVE
+	ActiveMTU int    // the port's active MTU in bytes: the largest UD message
+	MaxMTU    int    // the largest MTU the port supports
+}
+
+// OpError is the error type of verbs and rdma_cm operations: it names the
+// operation, the group and the interface.
+type OpError struct {
+	Op        string     // e.g. "rdma_bind_addr", "ibv_post_send"
+	Group     netip.Addr // the multicast group (invalid for LookupDevice)
+	Interface netip.Addr // the local interface address
+	Err       error      // the cause; wraps one of the package's errors or a syscall.Errno
+}
+
+// Error returns "rdma <op> <group> on <interface>: <cause>".
+func (e *OpError) Error() string {
+	s := "rdma " + e.Op
+	if e.Group.IsValid() {
+		s += " " + e.Group.String()
+	}
+	return s + " on " + e.Interface.String() + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *OpError) Unwrap() error { return e.Err }

@@ -1,0 +1,68 @@
+// Package rdma is tickcast's RDMA transport: MoldUDP64 datagrams sent and
+// received as unreliable-datagram (UD) messages on an InfiniBand or RoCE
+// multicast group, through libibverbs and librdmacm. It implements
+// ud.Sender and ud.Receiver.
+//
+// # Building
+//
+// The verbs code is cgo and is built only with the rdma build tag on Linux:
+//
+//	go build -tags rdma ./...   (needs libibverbs-dev and librdmacm-dev)
+//
+// Without the tag, or with CGO_ENABLED=0, the package still compiles, and
+// NewSender, NewReceiver and LookupDevice return an error wrapping
+// ErrNotBuilt that names the tag and the packages. At run time the binary
+// needs libibverbs1, librdmacm1 and a verbs provider (ibverbs-providers).
+//
+// # Setup
+//
+// Each Sender and Receiver owns one rdma_cm id in the UDP port space, bound
+// to Config.Interface: the bind selects the RDMA device and port behind that
+// address (ErrNoDevice if there is none) and the port must be ACTIVE
+// (ErrPortNotActive otherwise). The id gets one UD queue pair, a send and a
+// receive completion queue, and a single memory region, registered once,
+// that holds every receive and send slot: nothing is registered on the hot
+// path. The queue pair then joins Config.Group with rdma_join_multicast (a
+// Sender joins send-only where the kernel supports it, so it does not
+// receive its own datagrams); the join event supplies the address handle
+// attributes, the remote QPN (0xFFFFFF for multicast) and the group's
+// qkey.
+//
+// On RoCE the group's MGID is the IPv4-mapped address ::ffff:a.b.c.d of
+// Config.Group; the UDP port of the tickcast line plays no part, so two
+// lines must use different group addresses.
+//
+// # Datagram size
+//
+// A UD message is one packet: the largest datagram is the port's active MTU
+// (1024 bytes for RoCE over a 1500-byte Ethernet MTU, 4096 at most), not the
+// Ethernet MTU. MaxDatagram reports it, and Send rejects longer datagrams
+// with ErrTooLarge.
+//
+// # Receiving
+//
+// A Receiver keeps every free slot of its ud.Ring posted as a receive work
+// request of MTU + 40 bytes: each UD receive starts with a 40-byte Global
+// Route Header slot, which the slot's buffer skips, so Slot.Data is the
+// datagram alone. The receive loop polls the completion queue in batches of
+// Config.Batch, publishes the completed slots to the consumer in order
+// (a UD receive queue completes in posting order). Release posts the slots
+// the consumer hands back, so the queue is refilled as soon as the consumer
+// is done, whether or not the loop is awake. When every slot is lent out
+// the receive queue
+// runs empty and the device drops what arrives; the loss reaches the
+// consumer as a sequence gap.
+//
+// In BusyPoll mode the loop spins on ibv_poll_cq on a goroutine locked to
+// its OS thread (optionally pinned to Config.CPU). In Blocking mode it arms
+// the completion queue and sleeps on its completion channel.
+//
+// # Sending
+//
+// Send copies each datagram into a send slot of the registered region and
+// posts up to Config.Batch of them as one linked list of work requests with
+// one ibv_post_send call. Datagrams up to the queue pair's max_inline_data
+// are sent inline. Only the last work request of each list asks for a
+// completion (selective signaling); its completion frees the slots of the
+// whole list.
+package rdma

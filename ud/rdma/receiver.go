@@ -1,0 +1,296 @@
+// This file is built with the rdma tag on Linux with cgo.
+
+//go:build linux && cgo && rdma
+
+package rdma
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tickcast/tickcast/ud"
+)
+
+const (
+	// waitMs is how long a Blocking receive loop sleeps on the completion
+	// channel before it re-checks whether it was closed (Close also wakes
+	// it at once).
+	waitMs = 100
+	// busyYieldPolls is how many empty polls in a row a BusyPoll loop
+	// makes before it yields with runtime.Gosched.
+	busyYieldPolls = 1024
+	// repostGroup is the most released slots Release gathers before it
+	// posts them.
+	repostGroup = 8
+)
+
+// Receiver receives datagrams from one multicast group into a ring of slots
+// that live in the registered memory region. It implements ud.Receiver.
+type Receiver struct {
+	cfg  Config
+	x    *endpoint
+	ring *ud.Ring
+
+	closed atomic.Bool
+	done   chan struct{} // closed when the receive loop has returned
+	err    atomic.Pointer[error]
+
+	// Reposting, done by the consumer in Release. postMu keeps Close from
+	// destroying the queue pair under a post.
+	postMu    sync.Mutex
+	released  uint64 // slots released so far
+	reposted  uint64 // slots posted again so far
+	repostMin uint64 // smallest group of released slots worth a post
+
+	datagrams, bytes, polls, ringFull, truncated, errors atomic.Uint64
+}
+
+var _ ud.Receiver = (*Receiver)(nil)
+
+// NewReceiver opens an endpoint on the RDMA device behind cfg.Interface,
+// posts every ring slot as a receive, joins cfg.Group and starts the
+// receive loop in cfg.Mode. The error wraps ErrNoDevice, ErrPortNotActive
+// or ErrJoin when that is the cause.
+func NewReceiver(cfg Config) (*Receiver, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	// The ring's own buffers are not used (one byte each): every slot is
+	// pointed at its receive buffer in the registered region below.
+	ring, err := ud.NewRing(c.RingSlots, 1)
+	if err != nil {
+		return nil, &ConfigError{Field: "RingSlots", Value: c.RingSlots, Reason: err.Error()}
+	}
+	if c.Notifier != nil {
+		ring.SetNotifier(c.Notifier)
+	}
+	x, err := openEndpoint(&c, false)
+	if err != nil {
+		return nil, err
+	}
+	for k := 0; k < c.RingSlots; k++ {
+		// Skip the 40-byte GRH space: Buf is the datagram alone.
+		off := k*x.recvStride + GRHLen
+		end := off + x.dev.ActiveMTU
+		ring.Slot(k).Buf = x.mem[off:end:end]
+	}
+	x.freeMemWhenUnreachable(ring.Slot(0))
+	r := &Receiver{cfg: c, x: x, ring: ring, done: make(chan struct{}),
+		repostMin: uint64(max(1, min(repostGroup, c.RingSlots/8)))}
+	started := make(chan error, 1)
+	go r.run(started)
+	if err := <-started; err != nil {
+		<-r.done
+		x.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// MaxDatagram returns the largest datagram a slot holds: the port's active
+// MTU (or Config.MaxDatagram if smaller).
+func (r *Receiver) MaxDatagram() int { return r.x.mtu }
+
+// Device returns the device and port the receiver uses.
+func (r *Receiver) Device() Device { return r.x.dev }
+
+// QKey returns the group's qkey, from the join event.
+func (r *Receiver) QKey() uint32 { return r.x.qkey }
+
+// Peek returns the i-th unreleased slot (0 = oldest), or nil.
+func (r *Receiver) Peek(i int) *ud.Slot { return r.ring.Peek(i) }
+
+// Release hands the n oldest slots back and posts them on the receive queue
+// again, in groups of at least min(8, RingSlots/8) slots (one
+// ibv_post_recv per group). The consumer posts, not the receive loop, so
+// that a loop asleep on the completion channel or descheduled never leaves
+// released slots off the queue while datagrams arrive.
+func (r *Receiver) Release(n int) {
+	r.ring.Release(n)
+	if n <= 0 {
+		return
+	}
+	r.released += uint64(n)
+	if r.released-r.reposted >= r.repostMin {
+		r.repost()
+	}
+}
+
+// repost posts the released slots that are not on the receive queue yet.
+// Slot i (counting every slot ever received) is ring position i mod
+// RingSlots; it goes back on the queue as slot i+RingSlots, so the queue
+// keeps ring order.
+func (r *Receiver) repost() {
+	r.postMu.Lock()
+	defer r.postMu.Unlock()
+	if r.closed.Load() {
+		return
+	}
+	if err := r.x.postRecv(r.reposted, int(r.released-r.reposted)); err != nil {
+		r.fail(fmt.Errorf("ibv_post_recv: %w", err))
+		return
+	}
+	r.reposted = r.released
+}
+
+// Wait blocks until a datagram is waiting, the timeout passes or the
+// receiver is closed (see ud.Receiver).
+func (r *Receiver) Wait(timeout time.Duration) error { return r.ring.Wait(timeout) }
+
+// Err returns the error that stopped the receive loop (a failed completion
+// means the queue pair went to the error state), or nil.
+func (r *Receiver) Err() error {
+	if p := r.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Stats returns cumulative counters. Syscalls counts completion polls that
+// returned data. KernelDrops stays 0: a UD receive queue that runs empty
+// drops in the device, which counts it device-wide, not per receiver.
+func (r *Receiver) Stats() ud.RecvStats {
+	return ud.RecvStats{
+		Datagrams: r.datagrams.Load(),
+		Bytes:     r.bytes.Load(),
+		Syscalls:  r.polls.Load(),
+		RingFull:  r.ringFull.Load(),
+		Truncated: r.truncated.Load(),
+		Errors:    r.errors.Load(),
+	}
+}
+
+// Close stops the receive loop, leaves the group and releases the verbs
+// objects. Datagrams already received can still be drained with Peek; the
+// slot memory is freed once the receiver and its slots are unreachable.
+func (r *Receiver) Close() error {
+	r.postMu.Lock()
+	already := r.closed.Swap(true)
+	r.postMu.Unlock()
+	if already {
+		return nil
+	}
+	r.x.wake()
+	<-r.done
+	r.ring.Close()
+	r.x.close()
+	return nil
+}
+
+func (r *Receiver) fail(err error) {
+	err = &OpError{Op: "receive", Group: r.cfg.Group, Interface: r.cfg.Interface, Err: err}
+	r.err.Store(&err)
+	r.errors.Add(1)
+}
+
+// run is the receive loop, the ring's only producer. Ring slot position p
+// and receive work request p are the same buffer; slots are posted in ring
+// order and a UD receive queue completes in posting order, so the n
+// completions of a poll are the next n ring slots.
+func (r *Receiver) run(started chan<- error) {
+	defer close(r.done)
+	busy := r.cfg.Mode == BusyPoll
+	if busy {
+		// Never unlocked: the runtime ends the thread when the loop
+		// returns instead of reusing one whose affinity was changed.
+		runtime.LockOSThread()
+		if r.cfg.CPU >= 0 {
+			var set unix.CPUSet
+			set.Set(r.cfg.CPU)
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				started <- &OpError{Op: "sched_setaffinity CPU " + strconv.Itoa(r.cfg.CPU), Group: r.cfg.Group, Interface: r.cfg.Interface, Err: err}
+				return
+			}
+		}
+	}
+	started <- nil
+	defer r.ring.Close()
+
+	x, ring := r.x, r.ring
+	size := uint64(ring.Cap())
+	var tail uint64 // slots published
+	full, idle := false, 0
+	for !r.closed.Load() {
+		if ring.Free() == 0 {
+			// Every slot is lent out: the receive queue is empty and the
+			// device drops what arrives until the consumer releases.
+			if !full {
+				full = true
+				r.ringFull.Add(1)
+			}
+			if !busy {
+				ring.WaitFree(waitMs * time.Millisecond)
+			} else if idle++; idle >= busyYieldPolls {
+				idle = 0
+				runtime.Gosched()
+			}
+			continue
+		}
+		full = false
+		var n int
+		if busy {
+			n = x.pollRecv()
+		} else {
+			n = x.waitRecv(waitMs)
+		}
+		if n <= 0 {
+			if n < 0 {
+				r.fail(fmt.Errorf("ibv_poll_cq failed"))
+				return
+			}
+			if busy {
+				if idle++; idle >= busyYieldPolls {
+					idle = 0
+					runtime.Gosched()
+				}
+			}
+			continue
+		}
+		idle = 0
+		r.polls.Add(1)
+		now := time.Now().UnixNano()
+		var nbytes uint64
+		good := 0
+		for i := 0; i < n; i++ {
+			if st := x.rcStatus[i]; st != 0 {
+				// A failed receive completion: the QP is in the
+				// error state (flushed) and does not recover.
+				r.publish(good, nbytes)
+				r.fail(fmt.Errorf("receive completion status %d", st))
+				return
+			}
+			if want := (tail + uint64(i)) & (size - 1); uint64(x.rcID[i]) != want {
+				r.publish(good, nbytes)
+				r.fail(fmt.Errorf("receive completion for slot %d, expected %d", x.rcID[i], want))
+				return
+			}
+			s := ring.FreeSlot(i)
+			ln := int(x.rcLen[i]) - GRHLen
+			if ln < 0 || ln > len(s.Buf) {
+				ln = 0
+				r.truncated.Add(1)
+			}
+			s.N = ln
+			s.RecvNs = now
+			nbytes += uint64(ln)
+			good++
+		}
+		r.publish(good, nbytes)
+		tail += uint64(good)
+	}
+}
+
+// publish counts n filled slots and hands them to the consumer. It counts
+// first, so that a consumer that has seen a datagram finds it in Stats.
+func (r *Receiver) publish(n int, nbytes uint64) {
+	r.datagrams.Add(uint64(n))
+	r.bytes.Add(nbytes)
+	r.ring.Publish(n)
+}

@@ -1,0 +1,105 @@
+// verbs.h declares the C side of the rdma backend (verbs.c): one endpoint
+// (rdma_cm id, UD queue pair, completion queues, memory region) per Sender or
+// Receiver, and the few calls the Go side makes on it.
+#ifndef TICKCAST_RDMA_VERBS_H
+#define TICKCAST_RDMA_VERBS_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+// Error kinds reported in tc_err.kind; the Go side maps them to its errors.
+enum {
+	TC_OK = 0,
+	TC_ERR_SYS = 1,       // a call failed; errnum holds errno
+	TC_ERR_NODEV = 2,     // no RDMA device behind the interface address
+	TC_ERR_PORT = 3,      // the port is not ACTIVE
+	TC_ERR_JOIN = 4,      // the multicast join failed or timed out
+	TC_ERR_TOO_LARGE = 5, // requested datagram size above the active MTU
+};
+
+struct tc_err {
+	int kind;
+	int errnum;
+	char op[48];   // the failing call
+	char msg[160]; // detail
+};
+
+struct tc_dev {
+	char name[64];
+	int port;
+	int state;       // enum ibv_port_state
+	int active_mtu;  // bytes
+	int max_mtu;     // bytes
+};
+
+// Parameters of tc_open; addresses are IPv4 in network byte order.
+struct tc_params {
+	uint32_t ifaddr;
+	uint32_t group;
+	int sender;      // 1: send-only side (no receive ring)
+	int nrecv;       // receive slots (power of two)
+	int nsend;       // send slots = send queue depth
+	int batch;       // completions per poll, work requests per post list
+	int max_inline;  // requested inline size, -1 for none
+	int blocking;    // receive completions through a completion channel
+	int timeout_ms;  // join timeout
+	int max_dgram;   // 0, or a cap below the active MTU
+};
+
+struct tc_ep {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *cc;   // blocking receivers only
+	struct ibv_cq *scq, *rcq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_ah *ah;             // senders only
+	struct sockaddr_in group;
+	int joined;
+	unsigned cq_events;            // completion events not yet acknowledged
+	int wakefd;                    // eventfd that interrupts tc_wait_recv
+
+	struct tc_dev dev;
+	int mtu;                       // largest datagram (active MTU or cap)
+	int max_inline;                // granted by the QP
+	uint32_t remote_qpn, qkey;     // from the join event
+	int sendonly;                  // the join was send-only
+
+	int batch;
+	uint8_t *buf;                  // every slot; freed by tc_free_buf, not tc_close
+	size_t buflen;
+	uint32_t nrecv, rstride;       // receive slots: nrecv * rstride at buf
+	uint32_t nsend, sstride;       // send slots: nsend * sstride after them
+	uint8_t *sbuf;
+
+	struct ibv_recv_wr *rwr;       // one per receive slot, built once
+	struct ibv_sge *rsge;
+	struct ibv_send_wr *swr;       // one per post-list entry, reused
+	struct ibv_sge *ssge;
+	struct ibv_wc *wc;             // poll batch
+
+	// Results of the last poll, read by Go: wr_id, byte_len and status of
+	// each completion.
+	uint32_t *rc_id, *rc_len, *rc_status;
+	// Lengths of the next post list, written by Go.
+	uint32_t *s_len;
+	uint64_t completed;            // datagrams whose send has completed
+	int last_status;               // status of the last failed send completion
+};
+
+int tc_lookup(uint32_t ifaddr, struct tc_dev *dev, struct tc_err *err);
+struct tc_ep *tc_open(const struct tc_params *p, struct tc_err *err);
+void tc_close(struct tc_ep *ep);
+void tc_wake(struct tc_ep *ep);
+void tc_free_buf(void *buf);
+
+int tc_post_recv(struct tc_ep *ep, uint32_t start, uint32_t n);
+int tc_poll_recv(struct tc_ep *ep);
+int tc_wait_recv(struct tc_ep *ep, int timeout_ms);
+int tc_post_send(struct tc_ep *ep, uint64_t seq, int n);
+int tc_poll_send(struct tc_ep *ep);
+
+#endif
