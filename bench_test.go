@@ -62,6 +62,13 @@ type benchFeed struct {
 // definition so that the measured loop sees only steady-state messages.
 func newBenchFeed(tb testing.TB, withSub bool) *benchFeed {
 	tb.Helper()
+	return newObservedBenchFeed(tb, withSub, nil, nil)
+}
+
+// newObservedBenchFeed is newBenchFeed with observers on the publisher and
+// the subscriber (either may be nil).
+func newObservedBenchFeed(tb testing.TB, withSub bool, pubObs PublisherObserver, subObs Observer) *benchFeed {
+	tb.Helper()
 	group := benchGroup(tb)
 	// Blocking receive mode: on a two-core machine a spinning receive
 	// thread would compete with the publisher and the consumer, which run
@@ -69,14 +76,14 @@ func newBenchFeed(tb testing.TB, withSub bool) *benchFeed {
 	udpc := UDPConfig{Mode: udp.Blocking, CPU: -1}
 	f := &benchFeed{}
 	if withSub {
-		sub, err := NewSubscriber(SubscriberConfig{Channels: benchChannels, GroupA: group, NewReceiver: UDPReceivers(udpc)})
+		sub, err := NewSubscriber(SubscriberConfig{Channels: benchChannels, GroupA: group, NewReceiver: UDPReceivers(udpc), Observer: subObs})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { sub.Close() })
 		f.sub = sub
 	}
-	pub, err := NewPublisher(PublisherConfig{Channels: benchChannels, GroupA: group, NewSender: UDPSenders(udpc)})
+	pub, err := NewPublisher(PublisherConfig{Channels: benchChannels, GroupA: group, NewSender: UDPSenders(udpc), Observer: pubObs})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -223,15 +230,21 @@ func BenchmarkPublishSubscribe(b *testing.B) {
 // perRun messages, so a single allocation per message would show as about
 // perRun allocations per run; AllocsPerRun counts the whole process, so the
 // receive loops' goroutines are included.
-func TestPublishPollAllocs(t *testing.T) {
+func TestPublishPollAllocs(t *testing.T) { checkPublishPollAllocs(t, newBenchFeed(t, true)) }
+
+// checkPublishPollAllocs measures the allocations of f's publisher and
+// subscriber per message (see TestPublishPollAllocs).
+func checkPublishPollAllocs(t *testing.T, f *benchFeed) {
 	const perRun = 1000
-	f := newBenchFeed(t, true)
 	publish := func() {
 		now := time.Now().UnixNano()
 		for range perRun {
 			f.publish(t, now)
 		}
 		if err := f.pub.Flush(now); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.pub.Poll(time.Now().UnixNano()); err != nil {
 			t.Fatal(err)
 		}
 	}

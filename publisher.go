@@ -45,6 +45,10 @@ type PublisherConfig struct {
 	// OnControl, if set, is called with every heartbeat and end-of-session
 	// datagram after it was sent; nextSeq is the sequence it carries.
 	OnControl func(ch int, session mold.Session, nextSeq uint64, datagram []byte)
+	// Observer, if set, is told about every flush and every data packet
+	// sent (see PublisherMetrics). It is called once per packet, never per
+	// message.
+	Observer PublisherObserver
 }
 
 func (c *PublisherConfig) validate() error {
@@ -117,6 +121,8 @@ type Publisher struct {
 	pending  int  // channels with unsent messages
 	ended    bool // End was called: no more data
 	closed   bool
+	in       [256]uint64 // messages given to Publish, by feed.Type
+	snap     pubSnapshot // the counters as last published for other goroutines
 }
 
 type pubChannel struct {
@@ -129,6 +135,8 @@ type pubChannel struct {
 	openNs   int64           // when the oldest unsent message was added; 0 if none
 	lastNs   int64           // when the channel last sent anything
 	packets  uint64
+	messages uint64 // messages published on the channel
+	beats    uint64 // heartbeats sent on the channel
 }
 
 // NewPublisher opens the senders of every channel and starts a new session
@@ -174,6 +182,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		pc.sendList = make([][]byte, 0, cfg.SendBatch)
 		pc.builders[0].Start(pc.session, 1)
 	}
+	p.initSnapshot()
 	return p, nil
 }
 
@@ -219,6 +228,7 @@ func (p *Publisher) Publish(m *feed.Msg, nowNs int64) error {
 	if p.ended {
 		return ErrEnded
 	}
+	p.in[m.Type]++
 	id := int(m.Instrument)
 	if m.Type == feed.TypeDefinition {
 		for id >= len(p.instChan) {
@@ -256,6 +266,7 @@ func (p *Publisher) Publish(m *feed.Msg, nowNs int64) error {
 		p.pending++
 	}
 	p.stats.Messages++
+	pc.messages++
 	return nil
 }
 
@@ -288,6 +299,14 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 	next := pc.builders[pc.queued-1].NextSeq()
 	// The send timestamp is taken once per batch, as late as possible.
 	sendNs := time.Now().UnixNano()
+	if obs := p.cfg.Observer; obs != nil {
+		if pc.openNs != 0 {
+			obs.Flushed(pc.idx, sendNs-pc.openNs)
+		}
+		for _, b := range pc.builders[:pc.queued] {
+			obs.Packet(pc.idx, b.Count())
+		}
+	}
 	list := pc.sendList[:0]
 	for _, b := range pc.builders[:pc.queued] {
 		it := b.Messages()
@@ -354,10 +373,14 @@ func (p *Publisher) Poll(nowNs int64) error {
 		case pc.openNs == 0 && nowNs-pc.lastNs >= hb:
 			err = p.control(pc, nowNs, false)
 			p.stats.Heartbeats++
+			pc.beats++
 		}
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
+	}
+	if nowNs >= p.snap.due {
+		p.publishStats(nowNs)
 	}
 	return firstErr
 }
@@ -398,6 +421,7 @@ func (p *Publisher) End() error {
 			firstErr = err
 		}
 	}
+	p.publishStats(now)
 	return firstErr
 }
 

@@ -36,6 +36,10 @@ type SubscriberConfig struct {
 	// Recovery, if set, fills gaps over NATS; nil means none: gaps wait
 	// Tracker.LostAfter for late packets and are then reported lost.
 	Recovery *recovery.Client
+	// Observer, if set, is told the latency of every stream message as it
+	// is released and of every recovery answer (see LatencyMetrics). It
+	// costs one clock read per packet.
+	Observer Observer
 }
 
 func (c *SubscriberConfig) validate() error {
@@ -184,6 +188,9 @@ type Subscriber struct {
 	recoveryResults, recoveryLatencySum, recoveryLatencyMax, snapshots uint64
 
 	foreign, malformed, packets, ended, instGaps uint64
+
+	snap  statsSnapshot // the counters as last published for other goroutines (StatsSnapshot)
+	relNs int64         // release time given to the Observer: the clock read before the packet's messages are released
 }
 
 // subChannel is one joined channel: its lines, its tracker, and the
@@ -194,6 +201,7 @@ type subChannel struct {
 	lines   []ud.Receiver
 	tracker *seqgap.Tracker
 	instSeq []uint32 // per-instrument sequence seen last, by instrument id
+	counts  channelCounts
 }
 
 // maxTrackedInstrument bounds the per-instrument table: ids above it are not
@@ -263,6 +271,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 			sc.lines = append(sc.lines, r)
 		}
 	}
+	s.initSnapshot()
 	return s, nil
 }
 
@@ -383,8 +392,12 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 			s.packet(sc, best, r.Peek(0), now)
 			r.Release(1)
 		}
+		s.relNs = now
 		sc.tracker.Tick(now, sc)
 		released += sc.tracker.Stats().Released - before
+	}
+	if now >= s.snap.due {
+		s.publishStats(now)
 	}
 	s.h = nil
 	return int(released)
@@ -395,15 +408,20 @@ func (s *Subscriber) packet(sc *subChannel, line int, slot *ud.Slot, now int64) 
 	p, err := mold.Parse(slot.Data())
 	if err != nil {
 		s.malformed++
+		sc.counts.malformed++
 		s.ev = Event{Kind: EventMalformed, Channel: sc.idx, Line: Line(line), Err: err}
 		s.h.Event(&s.ev)
 		return
 	}
 	if SessionChannel(p.Session) != sc.idx || s.older(sc, p.Session) {
 		s.foreign++
+		sc.counts.foreign++
 		s.ev = Event{Kind: EventForeign, Channel: sc.idx, Line: Line(line), Session: p.Session}
 		s.h.Event(&s.ev)
 		return
+	}
+	if s.cfg.Observer != nil {
+		s.relNs = time.Now().UnixNano()
 	}
 	sc.tracker.Packet(line, p, slot.RecvNs, now, sc)
 }
@@ -441,6 +459,11 @@ func (sc *subChannel) Release(seq uint64, msg []byte, line int, recvNs int64) {
 			sc.instSeq[inst] = iseq
 		}
 	}
+	sc.counts.messages[lineIndex(line)]++
+	if s.cfg.Observer != nil && len(msg) >= feed.HeaderLen {
+		sendNs := int64(binary.LittleEndian.Uint64(msg[feed.SendNsOffset:]))
+		s.cfg.Observer.Released(sc.idx, sendNs, recvNs, s.relNs)
+	}
 	s.h.Message(sc.idx, seq, msg, recvNs)
 }
 
@@ -453,6 +476,7 @@ func (sc *subChannel) Event(ev *seqgap.Event) {
 	case seqgap.EventSessionEnd:
 		s.ended++
 	}
+	sc.counts.event(ev)
 	s.ev = Event{Kind: EventKind(ev.Kind), Channel: sc.idx, Line: Line(ev.Line), Session: ev.Session,
 		Range: ev.Range, LastSeq: ev.LastSeq, Reason: ev.Reason}
 	s.h.Event(&s.ev)
@@ -481,6 +505,10 @@ func (s *Subscriber) applyRecovered(r *recovery.Result) {
 	lat := uint64(r.Latency)
 	s.recoveryLatencySum += lat
 	s.recoveryLatencyMax = max(s.recoveryLatencyMax, lat)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Recovered(sc.idx, r.Latency)
+		s.relNs = time.Now().UnixNano()
+	}
 	for _, pkt := range r.Packets {
 		p, err := mold.Parse(pkt)
 		if err != nil {

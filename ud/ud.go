@@ -86,6 +86,17 @@ type Receiver interface {
 	Close() error
 }
 
+// RingReporter is implemented by receivers that can tell how full their
+// receive ring is. It is optional: a consumer checks for it with a type
+// assertion.
+type RingReporter interface {
+	// RingLen returns how many received datagrams wait in the ring, not
+	// yet released. Consumer only.
+	RingLen() int
+	// RingCap returns the ring's number of slots, or 0 if unknown.
+	RingCap() int
+}
+
 // SendStats are a Sender's cumulative counters.
 type SendStats struct {
 	Datagrams uint64 // datagrams sent

@@ -33,6 +33,7 @@ import (
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/logging"
+	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/internal/subapp"
 	"github.com/tickcast/tickcast/mold"
@@ -71,6 +72,7 @@ type Settings struct {
 	StoreBytes    int           `flag:"store-bytes" default:"67108864" help:"retransmission store limit per channel, in message bytes"`
 	MaxRetransmit int           `flag:"max-retransmit" default:"10000" help:"most messages one retransmit request may ask for"`
 	RateLimit     float64       `flag:"rate-limit" default:"1000000" help:"messages per second one requester may be sent"`
+	MetricsAddr   string        `flag:"metrics-addr" default:"127.0.0.1:9464" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port)"`
 	natsconn.Flags
 
 	Origins cliconf.Origins // where each explicitly set setting came from
@@ -111,6 +113,8 @@ func (s *Settings) validate() error {
 		return cliconf.Invalid("rate-limit", "%v: must be positive", s.RateLimit)
 	case s.Demo && s.Count == 0:
 		return cliconf.Invalid("count", "0 (no limit) cannot be combined with --demo, which ends when the feed does")
+	case metricsrv.CheckAddr(s.MetricsAddr) != nil:
+		return cliconf.Invalid("metrics-addr", "%v", metricsrv.CheckAddr(s.MetricsAddr))
 	}
 	return nil
 }
@@ -237,6 +241,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 1
 	}
 	defer rsrv.Close()
+	metrics, err := startMetrics(&s, log, rsrv, stores)
+	if err != nil {
+		log.Error().Err(err).Str("metrics_addr", s.MetricsAddr).Msg("cannot serve metrics")
+		return 1
+	}
+	defer metrics.Close()
 	storeErrs := 0
 	onPacket := func(ch int, session mold.Session, firstSeq uint64, pkt []byte) {
 		if err := stores[ch].OnPacket(session, firstSeq, pkt); err != nil {
@@ -273,6 +283,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		NewSender:   tickcast.UDPSenders(udpc),
 		MaxDatagram: s.MaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
 		OnPacket: onPacket,
+		Observer: metrics.observer,
 		OnControl: func(ch int, session mold.Session, nextSeq uint64, datagram []byte) {
 			// Heartbeats and end of session go to the store too: one before
 			// the first message starts its session (snapshots can be served
@@ -288,6 +299,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		log.Error().Err(err).Msg("cannot start publisher")
 		return 1
 	}
+	metrics.addPublisher(pub)
 	sessions := pub.Sessions()
 	for ch := 0; ch < s.Channels; ch++ {
 		ga, _ := tickcast.ChannelGroup(group, ch)

@@ -38,6 +38,7 @@ func TestBadSettingsExit2(t *testing.T) {
 		{[]string{"--heartbeat", "soon"}, nil, "heartbeat"},
 		{[]string{"--log-format", "xml"}, nil, "log-format"},
 		{[]string{"--demo", "--count", "0"}, nil, "count"},
+		{[]string{"--metrics-addr", "9464"}, nil, "metrics-addr"},
 		{[]string{"--no-such-flag"}, nil, "no-such-flag"},
 		{[]string{"stray"}, nil, "stray"},
 		{nil, map[string]string{"TICKCAST_CHANNELS": "many"}, "TICKCAST_CHANNELS"},

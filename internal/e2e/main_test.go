@@ -127,9 +127,9 @@ func start(t *testing.T, ctx context.Context, bin string, args ...string) *proc 
 	var pre []string
 	switch bin {
 	case feedhandlerBin:
-		pre = []string{"--nats-listen", natsAddr(t), "--linger", "300ms"}
+		pre = []string{"--nats-listen", natsAddr(t), "--linger", "300ms", "--metrics-addr", "127.0.0.1:0"}
 	case subscriberBin:
-		pre = []string{"--nats-url", "nats://" + natsAddr(t)}
+		pre = []string{"--nats-url", "nats://" + natsAddr(t), "--metrics-addr", "127.0.0.1:0"}
 	}
 	args = append(pre, args...)
 	p := &proc{cmd: exec.CommandContext(ctx, bin, args...), done: make(chan error, 1)}

@@ -24,6 +24,7 @@ import (
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/feed/verify"
 	"github.com/tickcast/tickcast/internal/cliconf"
+	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/recovery"
 	"github.com/tickcast/tickcast/seqgap"
@@ -63,8 +64,9 @@ type Settings struct {
 	FeedName        string        `flag:"feed-name" default:"tickcast" help:"feed name in the NATS subjects, as the feed handler's"`
 	RecoveryTimeout time.Duration `flag:"recovery-timeout" default:"2s" help:"longest wait for one recovery reply"`
 	natsconn.Flags
-	LogFormat string `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
-	LogLevel  string `flag:"log-level" default:"info" help:"debug, info, warn or error"`
+	LogFormat   string `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
+	LogLevel    string `flag:"log-level" default:"info" help:"debug, info, warn or error"`
+	MetricsAddr string `flag:"metrics-addr" default:"127.0.0.1:9465" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port)"`
 
 	// Fault injection: a test facility (package ud/faults), off unless set.
 	InjectLoss     float64 `flag:"inject-loss" help:"test facility: drop each received datagram with this probability (0..1), on every line, before the subscriber sees it"`
@@ -86,6 +88,7 @@ type App struct {
 	inj []*faults.Receiver // fault-injecting receivers (test facility), if any
 	nc  *nats.Conn
 	rec *recovery.Client
+	met *appMetrics
 }
 
 // New validates the settings and joins the groups. Its errors are
@@ -179,7 +182,10 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		}
 		join = append(join, chs...)
 	}
-	a := &App{s: s, log: log, out: out}
+	if err := metricsrv.CheckAddr(s.MetricsAddr); err != nil {
+		return nil, cliconf.Invalid("metrics-addr", "%v", err)
+	}
+	a := &App{s: s, log: log, out: out, met: newAppMetrics()}
 	a.h = &handler{app: a, w: bufio.NewWriterSize(out, 64<<10)}
 	if s.Verify {
 		v, err := verify.New(feed.SyntheticConfig{Seed: s.Seed, Instruments: s.Instruments, Channels: s.Channels})
@@ -222,8 +228,14 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		NewReceiver: newReceiver,
 		Tracker:     seqgap.Config{Window: s.Window, GapDelay: s.GapDelay, LostAfter: s.LostAfter, StaleAfter: s.StaleAfter},
 		Recovery:    a.rec,
+		Observer:    a.met,
 	})
 	if err != nil {
+		a.closeRecovery()
+		return nil, err
+	}
+	if err := a.met.serve(s.MetricsAddr, a.sub, log); err != nil {
+		a.sub.Close()
 		a.closeRecovery()
 		return nil, err
 	}
@@ -284,8 +296,9 @@ type Summary struct {
 	ElapsedS         float64 `json:"elapsed_s"`
 	MsgsPerS         float64 `json:"msgs_per_s"`
 	RcvBuf           int     `json:"rcvbuf"`
-	ExitReason       string  `json:"exit_reason"`
-	OK               bool    `json:"ok"`
+	LatencySummary
+	ExitReason string `json:"exit_reason"`
+	OK         bool   `json:"ok"`
 
 	// Faults injected by --inject-* and --silence-line (test facility),
 	// summed over every channel and line.
@@ -305,6 +318,7 @@ type Summary struct {
 func (a *App) Run(ctx context.Context) int {
 	defer a.closeRecovery()
 	defer a.sub.Close()
+	defer a.met.close()
 	h := a.h
 	allocs := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
 	metrics.Read(allocs)
@@ -368,6 +382,7 @@ func (a *App) Run(ctx context.Context) int {
 		sum.RecoveryMeanUs, sum.RecoveryMaxUs = float64(mean)/1e3, float64(maxLat)/1e3
 	}
 	a.addInjected(&sum)
+	sum.LatencySummary = a.met.summary()
 	if h.received > 0 {
 		sum.MallocsPerMsg = float64(allocs[0].Value.Uint64()-allocs0) / float64(h.received)
 	}

@@ -178,6 +178,24 @@ func (r *Receiver) Stats() ud.RecvStats { return r.inner.Stats() }
 // Close closes the wrapped receiver.
 func (r *Receiver) Close() error { return r.inner.Close() }
 
+// RingLen returns how many datagrams wait in the wrapped receiver's ring, or
+// 0 if it does not tell (ud.RingReporter). Consumer only.
+func (r *Receiver) RingLen() int {
+	if rr, ok := r.inner.(ud.RingReporter); ok {
+		return rr.RingLen()
+	}
+	return 0
+}
+
+// RingCap returns the wrapped receiver's ring size, or 0 if it does not tell
+// (ud.RingReporter).
+func (r *Receiver) RingCap() int {
+	if rr, ok := r.inner.(ud.RingReporter); ok {
+		return rr.RingCap()
+	}
+	return 0
+}
+
 // Peek returns the i-th unreleased datagram's slot (0 = oldest) as the faults
 // leave them, or nil when fewer than i+1 are waiting or i >= MaxPeek. It
 // never blocks. The slot is the wrapped receiver's: a duplicated datagram

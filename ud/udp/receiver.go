@@ -324,6 +324,13 @@ func (r *Receiver) Peek(i int) *ud.Slot { return r.ring.Peek(i) }
 // Release hands the n oldest slots back to the receive loop. Consumer only.
 func (r *Receiver) Release(n int) { r.ring.Release(n) }
 
+// RingLen returns how many received datagrams wait in the ring
+// (ud.RingReporter). Consumer only.
+func (r *Receiver) RingLen() int { return r.ring.Len() }
+
+// RingCap returns the ring's number of slots (ud.RingReporter).
+func (r *Receiver) RingCap() int { return r.ring.Cap() }
+
 // Wait blocks until a datagram is waiting (nil), the timeout passes (nil), or
 // the receiver is closed and every received datagram has been released
 // (ud.ErrClosed). Consumer only.

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/internal/metricsrv"
+	"github.com/tickcast/tickcast/recovery"
+)
+
+// metrics is the feed handler's Prometheus registry and server
+// (--metrics-addr): the publisher's counters and packet histograms, the
+// recovery server's counters and the stores' depth, and the Go runtime's.
+type metrics struct {
+	*metricsrv.Server
+	observer *tickcast.PublisherMetrics // PublisherConfig.Observer
+	source   string
+}
+
+// startMetrics serves the metrics (unless --metrics-addr is empty) and
+// registers the recovery collectors; the publisher's are added by
+// addPublisher once it exists.
+func startMetrics(s *Settings, log zerolog.Logger, rsrv *recovery.Server, stores []*recovery.Channel) (*metrics, error) {
+	srv, err := metricsrv.Start(s.MetricsAddr, log)
+	if err != nil {
+		return nil, err
+	}
+	m := &metrics{Server: srv, observer: tickcast.NewPublisherMetrics(), source: sourceLabel(s.Source)}
+	srv.Registry.MustRegister(m.observer, recovery.NewServerCollector(rsrv, stores))
+	return m, nil
+}
+
+// addPublisher registers pub's counters.
+func (m *metrics) addPublisher(pub *tickcast.Publisher) {
+	m.Registry.MustRegister(tickcast.NewPublisherCollector(pub, m.source))
+}
+
+// sourceLabel is the source label value of --source: its kind (synthetic,
+// itch), without a path, so the label set stays bounded.
+func sourceLabel(source string) string {
+	kind, _, _ := strings.Cut(source, ":")
+	return kind
+}

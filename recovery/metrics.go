@@ -1,0 +1,87 @@
+package recovery
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// errorCodes are the reason label values of rejected requests, each
+// exported at 0 until counted.
+var errorCodes = []ErrorCode{CodeBadRequest, CodeUnknownSession, CodeTooOld, CodeNotYet, CodeTooMany,
+	CodeRateLimited, CodeUnknownChannel}
+
+type serverCollector struct {
+	srv    *Server
+	stores []*Channel
+
+	requests, served, rejected, snapshots, snapMsgs, live, liveErrs,
+	storeMsgs, storeBytes, oldest, next *prometheus.Desc
+}
+
+// NewServerCollector returns a Prometheus collector of the recovery
+// server's counters (tickcast_recovery_*) and of the channels' stores
+// (depth and retained sequence range, per channel; stores[ch] is channel
+// ch's, nil entries are skipped). Both are read at scrape time under their
+// own locks.
+func NewServerCollector(srv *Server, stores []*Channel) prometheus.Collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("tickcast_recovery_"+name, help, labels, nil)
+	}
+	return &serverCollector{srv: srv, stores: stores,
+		requests:   d("requests_total", "Retransmit requests received."),
+		served:     d("messages_served_total", "Messages sent in retransmit replies."),
+		rejected:   d("rejected_total", "Retransmit and snapshot requests answered with an error, by reason.", "reason"),
+		snapshots:  d("snapshots_served_total", "Snapshots served."),
+		snapMsgs:   d("snapshot_messages_served_total", "Messages sent in snapshots."),
+		live:       d("live_published_total", "Datagrams published on the live NATS subjects."),
+		liveErrs:   d("live_publish_errors_total", "Datagrams that could not be published on the live NATS subjects."),
+		storeMsgs:  d("store_messages", "Messages the channel's retransmission store holds.", "channel"),
+		storeBytes: d("store_bytes", "Message bytes the channel's retransmission store holds.", "channel"),
+		oldest:     d("store_oldest_sequence", "Oldest sequence number the channel's store can retransmit (the next one when empty).", "channel"),
+		next:       d("store_next_sequence", "Sequence number of the channel's next message.", "channel"),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.requests, c.served, c.rejected, c.snapshots, c.snapMsgs, c.live,
+		c.liveErrs, c.storeMsgs, c.storeBytes, c.oldest, c.next} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	st := c.srv.Stats()
+	counter(c.requests, st.Requests)
+	counter(c.served, st.MessagesServed)
+	counter(c.snapshots, st.Snapshots)
+	counter(c.snapMsgs, st.SnapshotMessages)
+	counter(c.live, st.LivePublished)
+	counter(c.liveErrs, st.LivePublishErrors)
+	for _, code := range errorCodes {
+		counter(c.rejected, st.Rejected[code], string(code))
+		delete(st.Rejected, code)
+	}
+	for code, n := range st.Rejected { // a code this list does not know yet
+		counter(c.rejected, n, string(code))
+	}
+	for i, store := range c.stores {
+		if store == nil {
+			continue
+		}
+		chn := strconv.Itoa(i)
+		msgs, bytes := store.Len()
+		gauge(c.storeMsgs, float64(msgs), chn)
+		gauge(c.storeBytes, float64(bytes), chn)
+		gauge(c.oldest, float64(store.Oldest()), chn)
+		gauge(c.next, float64(store.Next()), chn)
+	}
+}
