@@ -38,6 +38,7 @@ import (
 	"github.com/tickcast/tickcast/internal/subapp"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
+	"github.com/tickcast/tickcast/ud/rdma"
 )
 
 // Settings are the feed handler's settings.
@@ -53,6 +54,7 @@ type Settings struct {
 	Group       string        `flag:"group" default:"239.77.0.1:31001" help:"A-line group of channel 0; channel c uses the address plus c"`
 	GroupB      string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: no B line)"`
 	Iface       string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to send on"`
+	Transport   string        `flag:"transport" default:"udp" help:"udp (multicast) or rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address, datagrams at most the port's MTU)"`
 	TTL         int           `flag:"ttl" default:"0" help:"multicast TTL (0 keeps packets on this host)"`
 	MaxDatagram int           `flag:"max-datagram" default:"1472" help:"largest datagram in bytes"`
 	MaxDelay    time.Duration `flag:"max-delay" default:"50us" help:"longest a message waits in a partly filled packet while input keeps coming"`
@@ -170,6 +172,27 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	defer releaseSrc()
 	udpc := tickcast.UDPConfig{Interface: iface, TTL: s.TTL, MaxDatagram: s.MaxDatagram, CPU: -1}
+	newSender := tickcast.UDPSenders(udpc)
+	pubMaxDatagram := s.MaxDatagram
+	switch s.Transport {
+	case "udp":
+	case "rdma":
+		if !rdma.Available {
+			fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("transport", "%v", rdma.ErrNotBuilt))
+			return 2
+		}
+		// The packet size comes from the port's active MTU unless
+		// --max-datagram was set explicitly (a larger one fails: too large).
+		rc := tickcast.RDMAConfig{Interface: iface, CPU: -1}
+		pubMaxDatagram = 0
+		if _, set := s.Origins["max-datagram"]; set {
+			rc.MaxDatagram, pubMaxDatagram = s.MaxDatagram, s.MaxDatagram
+		}
+		newSender = tickcast.RDMASenders(rc)
+	default:
+		fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("transport", "%q: want udp or rdma", s.Transport))
+		return 2
+	}
 
 	if err := recovery.ValidateFeed(s.FeedName); err != nil {
 		fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("feed-name", "%v", err))
@@ -280,8 +303,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 
 	pub, err := tickcast.NewPublisher(tickcast.PublisherConfig{
 		Channels: s.Channels, GroupA: group, GroupB: groupB,
-		NewSender:   tickcast.UDPSenders(udpc),
-		MaxDatagram: s.MaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
+		NewSender:   newSender,
+		MaxDatagram: pubMaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
 		OnPacket: onPacket,
 		Observer: metrics.observer,
 		OnControl: func(ch int, session mold.Session, nextSeq uint64, datagram []byte) {

@@ -31,6 +31,7 @@ import (
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/faults"
 	"github.com/tickcast/tickcast/ud/natslive"
+	"github.com/tickcast/tickcast/ud/rdma"
 	"github.com/tickcast/tickcast/ud/udp"
 	"golang.org/x/term"
 )
@@ -42,7 +43,7 @@ type Settings struct {
 	Symbols         []string      `flag:"symbols" default:"" help:"join only the channels carrying these symbols, comma separated"`
 	Group           string        `flag:"group" default:"239.77.0.1:31001" help:"A-line group of channel 0, as the feed handler's"`
 	GroupB          string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: A line only)"`
-	Transport       string        `flag:"transport" default:"udp" help:"udp (multicast) or nats (the feed handler's live NATS subjects, for hosts without multicast)"`
+	Transport       string        `flag:"transport" default:"udp" help:"udp (multicast), rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address) or nats (the feed handler's live NATS subjects, for hosts without multicast)"`
 	Iface           string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to join on"`
 	Mode            string        `flag:"mode" default:"blocking" help:"receive mode: blocking (no CPU while idle) or busy-poll (spins one core per line)"`
 	CPU             int           `flag:"cpu" default:"-1" help:"pin busy-poll receive threads to this CPU (-1: no pinning)"`
@@ -111,8 +112,12 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		if groupB.IsValid() {
 			return nil, cliconf.Invalid("group-b", "%q: a B line is multicast only; --transport nats takes each channel from its one live NATS subject", s.GroupB)
 		}
+	case "rdma":
+		if !rdma.Available {
+			return nil, cliconf.Invalid("transport", "%v", rdma.ErrNotBuilt)
+		}
 	default:
-		return nil, cliconf.Invalid("transport", "%q: want udp or nats", s.Transport)
+		return nil, cliconf.Invalid("transport", "%q: want udp, rdma or nats", s.Transport)
 	}
 	iface, err := netip.ParseAddr(s.Iface)
 	if err != nil || !iface.Is4() {
@@ -197,8 +202,15 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	udpc := tickcast.UDPConfig{Interface: iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
 		RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU}
 	open := tickcast.UDPReceivers(udpc)
-	if s.Transport == "nats" {
+	switch s.Transport {
+	case "nats":
 		open = a.natsReceivers(group) // uses a.nc, connected below
+	case "rdma":
+		rmode := rdma.Blocking
+		if mode == udp.BusyPoll {
+			rmode = rdma.BusyPoll
+		}
+		open = tickcast.RDMAReceivers(tickcast.RDMAConfig{Interface: iface, RingSlots: s.RingSlots, Mode: rmode, CPU: s.CPU})
 	}
 	newReceiver, err := a.injectFaults(open, group, groupB)
 	if err != nil {
