@@ -1,14 +1,17 @@
 #!/bin/busybox sh
 # guest-init.sh is /init of the Soft-RoCE test VM (see build-initramfs.sh).
 # It loads the RDMA modules, creates a veth pair with the rxe0 Soft-RoCE
-# device on veth0, runs every /tests/*.test binary under test2json, and
+# device on veth0, runs every /tests/*.test binary under test2json, then
+# (when the host asks) the feed handler and two subscribers end to end, and
 # reports on the second serial port (/dev/ttyS1), which the host runner
 # (cmd/vmtest) parses:
 #
-#   @counters before|after SENT_PKTS RCVD_PKTS   rxe0 hw_counters
+#   @counters before|after|e2e SENT RCVD         rxe0 hw_counters sent_pkts, rcvd_pkts
 #   @suite NAME                                  then NAME's go test -json lines
 #   @exit NAME RC                                the test binary's exit status
 #   @sent NAME N                                 datagrams NAME's tests sent
+#   @e2e NAME RC, @summary NAME JSON, @log NAME LINE
+#                                                the end-to-end run (below)
 #   @error TEXT                                  a setup step failed
 #   @done
 #
@@ -72,5 +75,74 @@ for t in /tests/*.test; do
 	say "@sent $name $(cat /tmp/sent.$name 2>/dev/null || echo -1)"
 done
 counters after
+
+# ---- end to end: the real feed handler and two verifying subscribers over
+# rxe0, recovery over the feed handler's embedded NATS server on 127.0.0.1
+# (lo is up, see above). The host asks for it on the kernel command line:
+#
+#   tce2e=COUNT,RATE,MAX_DELAY,LOSS
+#
+# COUNT messages at RATE per second; MAX_DELAY is the feed handler's
+# --max-delay (under TCG its 50us default sends one message per packet);
+# LOSS is the second subscriber's --inject-loss, so that recovery has
+# something to fill (the first subscriber takes the feed as it comes).
+#
+#   @e2e NAME RC                 NAME (sub1, sub2, feedhandler) exited RC
+#   @summary NAME JSON           NAME's summary line (its stdout)
+#   @log NAME LINE               a line of NAME's log (stderr), when it failed
+E2E=$(sed -n 's/.*tce2e=\([^ ]*\).*/\1/p' /proc/cmdline)
+if [ -n "$E2E" ] && { [ ! -x /tests/feedhandler ] || [ ! -x /tests/subscriber ]; }; then
+	say "@error end to end: /tests/feedhandler or /tests/subscriber is missing"
+elif [ -n "$E2E" ]; then
+	oldifs=$IFS
+	IFS=,
+	set -- $E2E
+	IFS=$oldifs
+	COUNT=$1 RATE=$2 MAXDELAY=${3:-50us} LOSS=${4:-0}
+	# A hung process must not hold the VM until the host's timeout.
+	LIMIT=${TIMEOUT%s}
+	[ "${LIMIT:-0}" -ge 60 ] 2>/dev/null || LIMIT=60
+	echo "guest: end to end, $COUNT messages at $RATE/s, at $(cut -d' ' -f1 /proc/uptime)s"
+	# The subscribers start first (their NATS client keeps retrying until
+	# the feed handler's embedded server is up) and wait for the feed
+	# longer than the default idle timeout.
+	sub() {
+		timeout -s KILL $LIMIT /tests/subscriber --transport rdma --iface $ADDR --verify --expect "$COUNT" \
+			--idle-timeout 30s --log-format json --metrics-addr "" "$@"
+	}
+	sub > /tmp/sub1.out 2> /tmp/sub1.log &
+	pid_sub1=$!
+	sub --inject-loss "$LOSS" > /tmp/sub2.out 2> /tmp/sub2.log &
+	pid_sub2=$!
+	i=0
+	while ! { grep -q '"message":"subscribed"' /tmp/sub1.log && grep -q '"message":"subscribed"' /tmp/sub2.log; }; do
+		i=$((i + 1))
+		if [ $i -gt 600 ]; then
+			say "@error end to end: the subscribers did not log \"subscribed\" within 60s"
+			break
+		fi
+		sleep 0.1
+	done
+	echo "guest: subscribers joined at $(cut -d' ' -f1 /proc/uptime)s"
+	timeout -s KILL $LIMIT /tests/feedhandler --transport rdma --iface $ADDR --count "$COUNT" --rate "$RATE" \
+		--max-delay "$MAXDELAY" --log-format json --metrics-addr "" --linger 1s \
+		> /tmp/feedhandler.out 2> /tmp/feedhandler.log
+	rc_feedhandler=$?
+	echo "guest: feed handler exited $rc_feedhandler at $(cut -d' ' -f1 /proc/uptime)s"
+	wait $pid_sub1
+	rc_sub1=$?
+	wait $pid_sub2
+	rc_sub2=$?
+	echo "guest: subscribers exited $rc_sub1 $rc_sub2 at $(cut -d' ' -f1 /proc/uptime)s"
+	for n in sub1 sub2 feedhandler; do
+		eval "rc=\$rc_$n"
+		say "@e2e $n $rc"
+		while read -r l; do say "@summary $n $l"; done < /tmp/$n.out
+		if [ "$rc" != 0 ]; then
+			tail -n 40 /tmp/$n.log | while read -r l; do say "@log $n $l"; done
+		fi
+	done
+	counters e2e
+fi
 dmesg | grep -iE 'rxe|rdma|infiniband' | tail -n 10
 finish

@@ -4,10 +4,25 @@
 #   bash test/softroce/run.sh [-v] [vmtest flags] [package ...]
 #
 # Checks the host's Debian packages, then runs cmd/vmtest, which builds the
-# rdma-tagged test binaries, packs them with Debian's kernel and the rdma_rxe
-# modules into an initramfs, boots it under qemu (TCG, no network device) and
-# checks the results and rxe0's packet counters. Nothing needs root except
-# installing packages.
+# rdma-tagged test binaries and the rdma-tagged feedhandler and subscriber,
+# packs them with Debian's kernel and the rdma_rxe modules into an
+# initramfs, boots it under qemu (TCG, no network device) and checks the
+# results and rxe0's packet counters. After the tests the guest runs the
+# programs end to end: two subscribers --transport rdma --verify, the feed
+# handler --transport rdma publishing 1,000,000 synthetic messages, recovery
+# over its embedded NATS server; both subscribers must get every message in
+# order. About 2 minutes in all. Nothing needs root except installing
+# packages.
+#
+# vmtest flags (go run ./test/softroce/cmd/vmtest -h lists them all):
+#   -v                 print every test's output
+#   -timeout 5m        limit for the whole VM run
+#   -e2e-count N       messages end to end (default 1000000; 0: no end-to-end run)
+#   -e2e-rate R        the feed handler's --rate (default 15000)
+#   -e2e-max-delay D   the feed handler's --max-delay (default 1ms)
+#   -e2e-loss P        the second subscriber's --inject-loss (default 0.001)
+#   -extra BIN,...     more host binaries for the guest's /tests
+# The packages default to ./ud/rdma.
 #
 # Missing packages: in CI (CI set, or TICKCAST_REQUIRE naming softroce) they
 # are installed with apt-get when running as root, otherwise the script

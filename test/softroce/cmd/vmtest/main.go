@@ -4,17 +4,31 @@
 // (Soft-RoCE) modules (build-initramfs.sh), boots it under qemu with no
 // network device, and checks what the guest (guest-init.sh) reports.
 //
+// After the test binaries the guest runs the real programs end to end: two
+// subscribers (--transport rdma --verify --expect COUNT) join, then the feed
+// handler (--transport rdma) publishes COUNT synthetic messages at -e2e-rate,
+// and the subscribers recover any loss over the feed handler's embedded NATS
+// server on the guest's loopback. The second subscriber drops a share
+// (-e2e-loss) of what it receives (--inject-loss), so recovery is exercised
+// every run. The commands are built with -tags rdma and copied into the
+// guest with their shared libraries.
+//
 // It fails unless every test that `go test -list` names passed (a skip or a
-// missing test is a failure), every test binary exited 0, and rxe0's
-// hw_counters sent_pkts and rcvd_pkts rose by at least the number of
-// datagrams the tests say they sent.
+// missing test is a failure), every test binary exited 0, rxe0's hw_counters
+// sent_pkts and rcvd_pkts rose by at least the number of datagrams the tests
+// say they sent, and (end to end) all three programs exited 0, both
+// subscribers received exactly COUNT messages in order with none missing and
+// verification passing, and the counters account for the feed handler's
+// datagrams (see checkE2E).
 //
 // Usage, from anywhere in the module (test/softroce/run.sh checks the
 // host's packages first):
 //
-//	go run ./test/softroce/cmd/vmtest [-v] [-work DIR] [-timeout 5m] [package ...]
+//	go run ./test/softroce/cmd/vmtest [-v] [-work DIR] [-timeout 5m]
+//		[-e2e-count N] [-e2e-rate R] [-e2e-max-delay D] [-e2e-loss P] [package ...]
 //
-// The packages default to ./ud/rdma.
+// The packages default to ./ud/rdma; -e2e-count 0 leaves out the end-to-end
+// run.
 package main
 
 import (
@@ -43,6 +57,10 @@ func main() {
 		verbose = flag.Bool("v", false, "print every test's output, not only failing tests'")
 		mem     = flag.Int("mem", 1024, "guest memory in MiB")
 		extra   = flag.String("extra", "", "comma-separated host binaries to add to the guest's /tests as well (e.g. rdma-tagged commands an end-to-end test runs)")
+		count   = flag.Uint64("e2e-count", defaultE2ECount, "end to end: messages the feed handler publishes to two subscribers (0: no end-to-end run)")
+		rate    = flag.Float64("e2e-rate", defaultE2ERate, "end to end: the feed handler's --rate, messages per second")
+		delay   = flag.Duration("e2e-max-delay", defaultE2EMaxDelay, "end to end: the feed handler's --max-delay (under TCG its default fills packets with one message)")
+		loss    = flag.Float64("e2e-loss", defaultE2ELoss, "end to end: the second subscriber's --inject-loss, which recovery must fill (0: none)")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: vmtest [flags] [package ...]\n")
@@ -53,7 +71,19 @@ func main() {
 	if len(pkgs) == 0 {
 		pkgs = []string{"./ud/rdma"}
 	}
-	r := &runner{work: *work, timeout: *timeout, verbose: *verbose, mem: *mem}
+	switch {
+	case *rate <= 0:
+		fmt.Fprintf(os.Stderr, "vmtest: -e2e-rate %v: must be positive (as fast as possible would starve the subscribers on the guest's two CPUs)\n", *rate)
+		os.Exit(2)
+	case *delay <= 0:
+		fmt.Fprintf(os.Stderr, "vmtest: -e2e-max-delay %v: must be positive\n", *delay)
+		os.Exit(2)
+	case *loss < 0 || *loss >= 1:
+		fmt.Fprintf(os.Stderr, "vmtest: -e2e-loss %v: want 0 <= loss < 1\n", *loss)
+		os.Exit(2)
+	}
+	r := &runner{work: *work, timeout: *timeout, verbose: *verbose, mem: *mem,
+		e2eCount: *count, e2eRate: *rate, e2eMaxDelay: *delay, e2eLoss: *loss}
 	if *extra != "" {
 		r.extra = strings.Split(*extra, ",")
 	}
@@ -74,14 +104,32 @@ func defaultWork() string {
 	return filepath.Join(os.TempDir(), "tickcast-softroce")
 }
 
+// The end-to-end run's defaults. Under qemu's TCG the feed handler's 50us
+// --max-delay expires after every message, and one message per packet
+// carries about 1,000 messages/s; with 1ms packets fill (9 to 12 messages
+// of the synthetic feed in rxe0's 1024-byte MTU) and the guest publishes
+// up to about 17,500 messages/s. The rate is set below that; on a busy
+// host the guest falls behind it, which only makes the run longer (the
+// million messages took 67 to 82 s on a 2-core host).
+const (
+	defaultE2ECount    = 1000000
+	defaultE2ERate     = 15000
+	defaultE2EMaxDelay = time.Millisecond
+	defaultE2ELoss     = 0.001
+)
+
 type runner struct {
-	work    string
-	timeout time.Duration
-	verbose bool
-	mem     int
-	extra   []string
-	root    string // module root
-	suites  []*suite
+	work        string
+	timeout     time.Duration
+	verbose     bool
+	mem         int
+	extra       []string
+	e2eCount    uint64 // 0: no end-to-end run
+	e2eRate     float64
+	e2eMaxDelay time.Duration
+	e2eLoss     float64
+	root        string // module root
+	suites      []*suite
 }
 
 // suite is one package's test binary.
@@ -129,6 +177,15 @@ func (r *runner) run(pkgs []string) error {
 		return err
 	}
 	bins = append(bins, t2j)
+	if r.e2eCount > 0 {
+		for _, c := range e2eCommands {
+			bin := filepath.Join(bindir, c)
+			if err := r.goCmd("build", "-tags", "rdma", "-o", bin, "./cmd/"+c); err != nil {
+				return err
+			}
+			bins = append(bins, bin)
+		}
+	}
 	bins = append(bins, r.extra...)
 	script := filepath.Join(r.root, "test", "softroce", "build-initramfs.sh")
 	cmd := exec.Command("bash", append([]string{script, r.work}, bins...)...)
@@ -136,7 +193,11 @@ func (r *runner) run(pkgs []string) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("build-initramfs.sh: %v", err)
 	}
-	fmt.Printf("vmtest: built %d test binaries and the initramfs in %v\n", len(r.suites), time.Since(t0).Round(100*time.Millisecond))
+	what := fmt.Sprintf("%d test binaries", len(r.suites))
+	if r.e2eCount > 0 {
+		what += ", " + strings.Join(e2eCommands, ", ")
+	}
+	fmt.Printf("vmtest: built %s and the initramfs in %v\n", what, time.Since(t0).Round(100*time.Millisecond))
 
 	results := filepath.Join(r.work, "results.log")
 	if err := r.boot(results); err != nil {
@@ -225,7 +286,7 @@ func (r *runner) boot(results string) error {
 		// from kernel messages.
 		"-serial", "stdio",
 		"-serial", "file:" + results,
-		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 tctimeout=" + strconv.Itoa(int(guestTimeout.Seconds())) + "s",
+		"-append", r.cmdline(guestTimeout),
 	}
 	cmd := exec.CommandContext(ctx, qemu, args...)
 	cmd.Stdin = nil
@@ -248,6 +309,17 @@ func (r *runner) boot(results string) error {
 		return fmt.Errorf("qemu: %v", err)
 	}
 	return nil
+}
+
+// cmdline is the guest kernel's command line: guest-init.sh reads the
+// tests' timeout from tctimeout= and the end-to-end run from tce2e=.
+func (r *runner) cmdline(guestTimeout time.Duration) string {
+	c := "console=ttyS0 quiet loglevel=3 panic=-1 tctimeout=" + strconv.Itoa(int(guestTimeout.Seconds())) + "s"
+	if r.e2eCount > 0 {
+		c += " tce2e=" + strconv.FormatUint(r.e2eCount, 10) + "," + strconv.FormatFloat(r.e2eRate, 'f', -1, 64) +
+			"," + r.e2eMaxDelay.String() + "," + strconv.FormatFloat(r.e2eLoss, 'f', -1, 64)
+	}
+	return c
 }
 
 func readTrim(f string) string {
@@ -283,6 +355,7 @@ func (r *runner) check(results string) error {
 	}
 	var problems []string
 	counters := map[string][2]int64{}
+	e2e := newE2EReport()
 	done := false
 	var cur *suite
 	sc := bufio.NewScanner(f)
@@ -313,6 +386,8 @@ func (r *runner) check(results string) error {
 					}
 				}
 				cur = nil
+			case "@e2e", "@summary", "@log":
+				e2e.add(line)
 			case "@error":
 				problems = append(problems, "guest: "+strings.TrimPrefix(line, "@error "))
 			case "@done":
@@ -393,6 +468,9 @@ func (r *runner) check(results string) error {
 		if dr < sent {
 			problems = append(problems, fmt.Sprintf("rxe0 rcvd_pkts rose by %d, less than the %d datagrams sent", dr, sent))
 		}
+	}
+	if r.e2eCount > 0 {
+		problems = append(problems, r.checkE2E(e2e, counters, sent)...)
 	}
 	if len(problems) > 0 {
 		sort.Strings(problems)

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// e2eCommands are the programs the end-to-end run uses, built with -tags
+// rdma from ./cmd/NAME and copied into the guest's /tests.
+var e2eCommands = []string{"feedhandler", "subscriber"}
+
+// e2eProcs are the end-to-end run's processes as guest-init.sh names them.
+var e2eProcs = []string{"sub1", "sub2", "feedhandler"}
+
+// e2eProc is one end-to-end process as the guest reported it.
+type e2eProc struct {
+	ran     bool
+	exit    int
+	summary []string // its stdout: the summary line
+	log     []string // the tail of its log, when it failed
+}
+
+type e2eReport map[string]*e2eProc
+
+func newE2EReport() e2eReport {
+	r := e2eReport{}
+	for _, n := range e2eProcs {
+		r[n] = &e2eProc{exit: -1}
+	}
+	return r
+}
+
+// add records one @e2e, @summary or @log line of the guest's report.
+func (r e2eReport) add(line string) {
+	f := strings.SplitN(line, " ", 3)
+	if len(f) < 2 {
+		return
+	}
+	p := r[f[1]]
+	if p == nil {
+		return
+	}
+	rest := ""
+	if len(f) == 3 {
+		rest = f[2]
+	}
+	switch f[0] {
+	case "@e2e":
+		p.ran = true
+		if n, err := strconv.Atoi(strings.TrimSpace(rest)); err == nil {
+			p.exit = n
+		}
+	case "@summary":
+		p.summary = append(p.summary, rest)
+	case "@log":
+		p.log = append(p.log, rest)
+	}
+}
+
+// subSummary is the part of the subscriber's summary line checked here.
+type subSummary struct {
+	Role             string  `json:"role"`
+	Received         uint64  `json:"received"`
+	Expected         uint64  `json:"expected"`
+	Packets          uint64  `json:"packets"`
+	PacketsA         uint64  `json:"packets_a"`
+	Gaps             uint64  `json:"gaps"`
+	Missing          uint64  `json:"missing"`
+	Requests         uint64  `json:"requests"`
+	Recovered        uint64  `json:"recovered"`
+	RecoveryFailed   uint64  `json:"recovery_failed"`
+	Reordered        uint64  `json:"reordered"`
+	Duplicates       uint64  `json:"duplicates"`
+	RingFull         uint64  `json:"ring_full"`
+	InjectedDropped  uint64  `json:"injected_dropped_datagrams"`
+	InjectedMessages uint64  `json:"injected_dropped_messages"`
+	Verify           bool    `json:"verify"`
+	VerifyOK         bool    `json:"verify_ok"`
+	VerifyErrors     uint64  `json:"verify_errors"`
+	FirstVerifyError string  `json:"first_verify_error"`
+	ElapsedS         float64 `json:"elapsed_s"`
+	MsgsPerS         float64 `json:"msgs_per_s"`
+	ExitReason       string  `json:"exit_reason"`
+	OK               bool    `json:"ok"`
+}
+
+// fhSummary is the part of the feed handler's summary line checked here.
+type fhSummary struct {
+	Role          string  `json:"role"`
+	Messages      uint64  `json:"messages"`
+	Packets       uint64  `json:"packets"`
+	Heartbeats    uint64  `json:"heartbeats"`
+	ElapsedS      float64 `json:"elapsed_s"`
+	MsgsPerS      float64 `json:"msgs_per_s"`
+	MsgsPerPacket float64 `json:"msgs_per_packet"`
+	Interrupted   bool    `json:"interrupted"`
+	Requests      uint64  `json:"retransmit_requests"`
+	Retransmitted uint64  `json:"retransmitted"`
+	Snapshots     uint64  `json:"snapshots"`
+}
+
+// decode parses p's one summary line into v.
+func (p *e2eProc) decode(v any) error {
+	if len(p.summary) != 1 {
+		return fmt.Errorf("%d summary lines on stdout, want 1", len(p.summary))
+	}
+	return json.Unmarshal([]byte(p.summary[0]), v)
+}
+
+// checkE2E prints the end-to-end run's summaries and returns its problems.
+// counters are rxe0's (sent_pkts, rcvd_pkts) before and after the tests and
+// after the end-to-end run; testsSent is the datagrams the tests sent.
+func (r *runner) checkE2E(rep e2eReport, counters map[string][2]int64, testsSent int64) []string {
+	var problems []string
+	bad := func(format string, args ...any) {
+		problems = append(problems, "end to end: "+fmt.Sprintf(format, args...))
+	}
+	count := r.e2eCount
+	fmt.Printf("\n=== end to end: feedhandler --transport rdma --count %d --rate %v --max-delay %v; subscribers sub1 and sub2 --transport rdma --verify --expect %d, sub2 --inject-loss %v\n",
+		count, r.e2eRate, r.e2eMaxDelay, count, r.e2eLoss)
+
+	subs := map[string]*subSummary{}
+	var fh *fhSummary
+	for _, n := range e2eProcs {
+		p := rep[n]
+		if !p.ran {
+			bad("%s did not run", n)
+			continue
+		}
+		fmt.Printf("  %-11s exit %d\n", n, p.exit)
+		for _, l := range p.summary {
+			fmt.Printf("    %s\n", l)
+		}
+		if p.exit != 0 {
+			bad("%s exited %d", n, p.exit)
+		}
+		for _, l := range p.log {
+			fmt.Printf("         | %s\n", l)
+		}
+		if n == "feedhandler" {
+			var s fhSummary
+			if err := p.decode(&s); err != nil {
+				bad("%s summary: %v", n, err)
+				continue
+			}
+			fh = &s
+			continue
+		}
+		var s subSummary
+		if err := p.decode(&s); err != nil {
+			bad("%s summary: %v", n, err)
+			continue
+		}
+		subs[n] = &s
+	}
+
+	if fh != nil {
+		fmt.Printf("  feedhandler: %d messages in %d packets (%.1f per packet) + %d heartbeats in %.2fs (%.0f msg/s); recovery: %d requests, %d messages retransmitted\n",
+			fh.Messages, fh.Packets, fh.MsgsPerPacket, fh.Heartbeats, fh.ElapsedS, fh.MsgsPerS, fh.Requests, fh.Retransmitted)
+		if fh.Messages != count {
+			bad("feedhandler published %d messages, want %d", fh.Messages, count)
+		}
+		if fh.Interrupted {
+			bad("feedhandler was interrupted")
+		}
+	}
+	var maxPacketsA uint64
+	noRecovery := false // some subscriber took every data packet from rxe0
+	for _, n := range e2eProcs[:2] {
+		s := subs[n]
+		if s == nil {
+			continue
+		}
+		fmt.Printf("  %s: received %d of %d, missing %d, verify_ok %v; %d packets (%d dropped on purpose: %d messages), %d gaps, %d recovery requests, %d recovered, %d duplicates; %.2fs (%.0f msg/s), exit reason %s\n",
+			n, s.Received, count, s.Missing, s.VerifyOK, s.PacketsA, s.InjectedDropped, s.InjectedMessages, s.Gaps, s.Requests, s.Recovered, s.Duplicates, s.ElapsedS, s.MsgsPerS, s.ExitReason)
+		if s.Received != count {
+			bad("%s received %d messages, want %d", n, s.Received, count)
+		}
+		if s.Missing != 0 {
+			bad("%s: %d messages missing", n, s.Missing)
+		}
+		if !s.Verify || !s.VerifyOK {
+			bad("%s: verify %v, verify_ok %v (%d errors, first: %s)", n, s.Verify, s.VerifyOK, s.VerifyErrors, s.FirstVerifyError)
+		}
+		// Every message dropped on purpose had to come from recovery
+		// (there is no B line) for the count to be met.
+		if s.Recovered < s.InjectedMessages {
+			bad("%s recovered %d messages, fewer than the %d it dropped on purpose", n, s.Recovered, s.InjectedMessages)
+		}
+		if n == "sub2" && r.e2eLoss > 0 && float64(count) >= 100/r.e2eLoss && s.InjectedMessages == 0 {
+			bad("%s dropped nothing on purpose with --inject-loss %v: recovery was not exercised", n, r.e2eLoss)
+		}
+		maxPacketsA = max(maxPacketsA, s.PacketsA+s.InjectedDropped)
+		if s.Requests == 0 && s.Gaps == 0 {
+			noRecovery = true
+		}
+	}
+
+	// rxe0's counters over the end-to-end run. rxe counts sent_pkts once
+	// per packet it transmits, and rcvd_pkts once per packet that arrives
+	// (here: the multicast copy looped back on veth0), before it hands a
+	// multicast packet to each attached QP. So two subscribers on one
+	// device do not double rcvd_pkts (the tests' TestTwoReceivers shows
+	// rcvd == sent), and in this closed VM nothing else uses rxe0:
+	//
+	//   sent >= the feed handler's data packets + heartbeats (its end of
+	//           session datagrams come on top and are not counted);
+	//   rcvd >= the most datagrams one subscriber took from rxe0 (each of
+	//           them arrived, and was counted, once);
+	//   rcvd >= the feed handler's data packets, when a subscriber saw no
+	//           gap (then none was lost before rxe0 received it);
+	//   rcvd <= sent (a count per receiving QP would be twice that).
+	//
+	// Recovery goes over NATS on the loopback, not rxe0.
+	after, oka := counters["after"]
+	end, oke := counters["e2e"]
+	before := counters["before"]
+	if !oka || !oke || fh == nil {
+		if !oke {
+			bad("rxe0 hw_counters not reported after the run")
+		}
+		return problems
+	}
+	ds, dr := end[0]-after[0], end[1]-after[1]
+	fhSent := int64(fh.Packets + fh.Heartbeats)
+	fmt.Printf("  rxe0 hw_counters over the run: sent_pkts +%d, rcvd_pkts +%d; feed handler: %d data packets + %d heartbeats = %d datagrams; most a subscriber took: %d\n",
+		ds, dr, fh.Packets, fh.Heartbeats, fhSent, maxPacketsA)
+	fmt.Printf("  rxe0 hw_counters in all: sent_pkts %d -> %d (+%d), rcvd_pkts %d -> %d (+%d); tests %d + feed handler %d = %d datagrams\n",
+		before[0], end[0], end[0]-before[0], before[1], end[1], end[1]-before[1], testsSent, fhSent, testsSent+fhSent)
+	if ds < fhSent {
+		bad("rxe0 sent_pkts rose by %d, less than the feed handler's %d datagrams", ds, fhSent)
+	}
+	if end[0]-before[0] < testsSent+fhSent {
+		bad("rxe0 sent_pkts rose by %d in all, less than the %d datagrams the tests and the feed handler sent", end[0]-before[0], testsSent+fhSent)
+	}
+	if dr < int64(maxPacketsA) {
+		bad("rxe0 rcvd_pkts rose by %d, less than the %d datagrams a subscriber received", dr, maxPacketsA)
+	}
+	if noRecovery {
+		if dr < int64(fh.Packets) {
+			bad("rxe0 rcvd_pkts rose by %d, less than the feed handler's %d data packets, all of which a subscriber received", dr, fh.Packets)
+		}
+		if end[1]-before[1] < testsSent+int64(fh.Packets) {
+			bad("rxe0 rcvd_pkts rose by %d in all, less than the tests' %d datagrams and the feed handler's %d data packets",
+				end[1]-before[1], testsSent, fh.Packets)
+		}
+	}
+	if dr > ds {
+		bad("rxe0 rcvd_pkts rose by %d, more than sent_pkts (%d): not one count per packet", dr, ds)
+	}
+	return problems
+}
