@@ -49,3 +49,30 @@ func TestLateJoinFromSnapshot(t *testing.T) {
 		t.Fatalf("per-instrument sequences did not continue from the snapshot: %v", s)
 	}
 }
+
+// TestGracefulStopRecoversLostTail: the subscriber loses everything after
+// the first 800 ms of a run (the last packets, every end of session and every
+// repeat of it). It notices the silence, asks recovery for what follows, and
+// gets the tail and the end of the session while the feed handler lingers.
+func TestGracefulStopRecoversLostTail(t *testing.T) {
+	ga, _, _ := groups(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const count = 150_000
+	sub := start(t, ctx, subscriberBin, "--verify", "--group", ga, "--silence-line", "A:800ms")
+	sub.waitLog(t, `"subscribed"`, 10*time.Second)
+	fh := start(t, ctx, feedhandlerBin, "--count", "150000", "--rate", "100000", "--group", ga, "--linger", "5s")
+	code := sub.wait(t, 30*time.Second)
+	s := sub.summary(t)
+	t.Logf("subscriber: received %d, silenced %d datagrams (%d messages), recovered %d, missing %d, exit reason %v",
+		num(t, s, "received"), num(t, s, "silenced_datagrams"), num(t, s, "silenced_messages"), num(t, s, "recovered"), num(t, s, "missing"), s["exit_reason"])
+	if code != 0 || num(t, s, "received") != count || num(t, s, "missing") != 0 || s["verify_ok"] != true {
+		t.Fatalf("exit %d: %v", code, s)
+	}
+	if num(t, s, "silenced_messages") == 0 || num(t, s, "recovered") < num(t, s, "silenced_messages") || s["exit_reason"] != "end-of-session" {
+		t.Fatalf("the tail was not lost and recovered as the test means: %v", s)
+	}
+	if code := fh.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("feedhandler exit %d", code)
+	}
+}
