@@ -32,7 +32,6 @@ import (
 	"github.com/tickcast/tickcast/ud/faults"
 	"github.com/tickcast/tickcast/ud/natslive"
 	"github.com/tickcast/tickcast/ud/rdma"
-	"github.com/tickcast/tickcast/ud/udp"
 	"golang.org/x/term"
 )
 
@@ -123,14 +122,9 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	if err != nil || !iface.Is4() {
 		return nil, cliconf.Invalid("iface", "%q is not an IPv4 address", s.Iface)
 	}
-	var mode udp.Mode
-	switch s.Mode {
-	case "blocking":
-		mode = udp.Blocking
-	case "busy-poll":
-		mode = udp.BusyPoll
-	default:
-		return nil, cliconf.Invalid("mode", "%q: want blocking or busy-poll", s.Mode)
+	mode, err := ud.ParseMode(s.Mode)
+	if err != nil {
+		return nil, cliconf.Invalid("mode", "%v", err)
 	}
 	switch s.Format {
 	case "auto":
@@ -206,11 +200,7 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	case "nats":
 		open = a.natsReceivers(group) // uses a.nc, connected below
 	case "rdma":
-		rmode := rdma.Blocking
-		if mode == udp.BusyPoll {
-			rmode = rdma.BusyPoll
-		}
-		open = tickcast.RDMAReceivers(tickcast.RDMAConfig{Interface: iface, RingSlots: s.RingSlots, Mode: rmode, CPU: s.CPU})
+		open = tickcast.RDMAReceivers(tickcast.RDMAConfig{Interface: iface, RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU})
 	}
 	newReceiver, err := a.injectFaults(open, group, groupB)
 	if err != nil {

@@ -10,30 +10,14 @@ import (
 	"github.com/tickcast/tickcast/ud"
 )
 
-// Mode selects how a Receiver's loop waits for completions.
-type Mode int
+// Mode is how a Receiver's loop waits: ud.Blocking or ud.BusyPoll.
+type Mode = ud.Mode
 
+// Receive modes, as in package ud.
 const (
-	// Blocking arms the receive completion queue and sleeps on its
-	// completion channel while no datagram is waiting. It costs no CPU on
-	// an idle line.
-	Blocking Mode = iota
-	// BusyPoll spins on ibv_poll_cq from a goroutine locked to its OS
-	// thread, optionally pinned to Config.CPU. It burns a core and saves
-	// the wakeup. On a two-core machine run at most one.
-	BusyPoll
+	Blocking = ud.Blocking
+	BusyPoll = ud.BusyPoll
 )
-
-// String returns "blocking" or "busy-poll".
-func (m Mode) String() string {
-	switch m {
-	case Blocking:
-		return "blocking"
-	case BusyPoll:
-		return "busy-poll"
-	}
-	return "Mode(" + strconv.Itoa(int(m)) + ")"
-}
 
 // Defaults applied to Config fields left at their zero value, and limits.
 const (

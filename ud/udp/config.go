@@ -8,32 +8,14 @@ import (
 	"github.com/tickcast/tickcast/ud"
 )
 
-// Mode selects how a Receiver's loop waits for datagrams.
-type Mode int
+// Mode is how a Receiver's loop waits: ud.Blocking or ud.BusyPoll.
+type Mode = ud.Mode
 
+// Receive modes, as in package ud.
 const (
-	// Blocking makes the receive loop sleep in recvmmsg(MSG_WAITFORONE) on
-	// a blocking socket. It costs no CPU while the line is idle; the price is
-	// a scheduler wakeup per batch.
-	Blocking Mode = iota
-	// BusyPoll makes the receive loop spin on recvmmsg over a non-blocking
-	// socket from a goroutine locked to its OS thread (optionally pinned to
-	// Config.CPU). It burns one core whether or not data arrives and saves
-	// the wakeup latency. On a two-core machine run at most one BusyPoll
-	// receiver.
-	BusyPoll
+	Blocking = ud.Blocking
+	BusyPoll = ud.BusyPoll
 )
-
-// String returns "blocking" or "busy-poll".
-func (m Mode) String() string {
-	switch m {
-	case Blocking:
-		return "blocking"
-	case BusyPoll:
-		return "busy-poll"
-	}
-	return "Mode(" + strconv.Itoa(int(m)) + ")"
-}
 
 // Defaults applied to Config fields left at their zero value, and limits.
 const (
