@@ -365,8 +365,8 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 		released += s.releasedTotal() - before
 	}
 	for _, sc := range s.chans {
-		before := sc.tracker.Stats().Released
-		for sc.tracker.Stats().Released-before < uint64(max) {
+		before := sc.tracker.Released()
+		for sc.tracker.Released()-before < uint64(max) {
 			// Take the packet with the lowest sequence among the lines'
 			// heads: the other line's copy of a packet lost on one line is
 			// then usually taken before the gap is even seen.
@@ -394,7 +394,7 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 		}
 		s.relNs = now
 		sc.tracker.Tick(now, sc)
-		released += sc.tracker.Stats().Released - before
+		released += sc.tracker.Released() - before
 	}
 	if now >= s.snap.due {
 		s.publishStats(now)
@@ -485,7 +485,7 @@ func (sc *subChannel) Event(ev *seqgap.Event) {
 func (s *Subscriber) releasedTotal() uint64 {
 	n := uint64(0)
 	for _, sc := range s.chans {
-		n += sc.tracker.Stats().Released
+		n += sc.tracker.Released()
 	}
 	return n
 }

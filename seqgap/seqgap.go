@@ -253,6 +253,10 @@ func (t *Tracker) Outstanding() (gaps, held int) { return t.gapCount, t.heldCoun
 // Stats returns the counters.
 func (t *Tracker) Stats() Stats { return t.stats }
 
+// Released returns how many messages the tracker has released (the cheap
+// form of Stats().Released, for loops that check it per packet).
+func (t *Tracker) Released() uint64 { return t.stats.Released }
+
 func (t *Tracker) emit(kind EventKind, line int) *Event {
 	t.ev = Event{Kind: kind, Line: line, Session: t.session}
 	return &t.ev
