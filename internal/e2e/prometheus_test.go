@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/tickcast/tickcast/dashboards"
 	"github.com/tickcast/tickcast/internal/testenv"
 	"gopkg.in/yaml.v3"
 )
@@ -35,7 +36,10 @@ const rulesFile = "../../deploy/prometheus/alerts.yml"
 //   - every metric selector of every rule matches a scraped series, so a
 //     renamed metric cannot leave a rule silently watching nothing (and a
 //     copy of the rules with one metric renamed is caught);
-//   - every alert fires in the scenario made for it.
+//   - every alert fires in the scenario made for it;
+//   - the same selector check holds for every query of every generated
+//     Grafana dashboard (dashboards/*.json), and a copy of a dashboard with
+//     one metric renamed is caught.
 //
 // Scenarios: subscriber 1 drops 2% of its datagrams and recovers them from a
 // feed handler that lets each requester have only 200 messages per second,
@@ -169,6 +173,9 @@ scrape_configs:
 	if missing := api.unmatchedSelectors(readRules(t, mutated)); len(missing) != 1 || !strings.Contains(missing[0], "tickcast_subscriber_gap_total") {
 		t.Errorf("renamed metric in a copy of the rules: unmatched selectors %v, want exactly the renamed one", missing)
 	}
+
+	// The same for every query of every Grafana dashboard.
+	checkDashboards(t, api)
 
 	// Every alert but the stale one fires while the faults run.
 	var all []string
@@ -390,4 +397,70 @@ func (p promAPI) unmatchedSelectors(rules []map[string]any) []string {
 		}
 	}
 	return missing
+}
+
+// dashboardsDir holds the generated Grafana dashboards.
+const dashboardsDir = "../../dashboards"
+
+// checkDashboards checks the Grafana dashboards as the rules are checked:
+// every query of every panel (and every query variable) of every
+// dashboard, its template variables replaced by dashboards.TestValues,
+// parses and each of its selectors matches a scraped series. A copy of the
+// subscriber dashboard with one metric renamed must fail the check at every
+// selector of that metric, and only there.
+func checkDashboards(t *testing.T, api promAPI) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dashboardsDir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboards in %s: %v", dashboardsDir, err)
+	}
+	var queries []map[string]any
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queries = append(queries, dashboardQueries(t, f, b)...)
+	}
+	waitFor(t, 15*time.Second, func() (bool, string) {
+		missing := api.unmatchedSelectors(queries)
+		return len(missing) == 0, fmt.Sprintf("dashboard selectors that match no scraped series: %v", missing)
+	})
+	t.Logf("%d dashboard queries in %d dashboards match scraped series", len(queries), len(files))
+
+	const from, to = "tickcast_subscriber_gaps_total", "tickcast_subscriber_gap_total"
+	b, err := os.ReadFile(filepath.Join(dashboardsDir, "subscriber.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutated := dashboardQueries(t, "mutated subscriber.json", []byte(strings.ReplaceAll(string(b), from, to)))
+	want := 0
+	for _, q := range mutated {
+		want += strings.Count(q["expr"].(string), to)
+	}
+	missing := api.unmatchedSelectors(mutated)
+	if want == 0 || len(missing) != want {
+		t.Errorf("renamed metric in a copy of a dashboard: unmatched selectors %v, want the %d of %s", missing, want, to)
+	}
+	for _, m := range missing {
+		if !strings.Contains(m, to) {
+			t.Errorf("renamed metric in a copy of a dashboard: unmatched selector %s is not the renamed one", m)
+		}
+	}
+}
+
+// dashboardQueries returns a dashboard's queries as rules for
+// unmatchedSelectors: each named by where it comes from, its expression
+// expanded.
+func dashboardQueries(t *testing.T, name string, dashboardJSON []byte) []map[string]any {
+	t.Helper()
+	qs, err := dashboards.Queries(dashboardJSON)
+	if err != nil || len(qs) == 0 {
+		t.Fatalf("%s: %d queries, %v", name, len(qs), err)
+	}
+	var out []map[string]any
+	for _, q := range qs {
+		out = append(out, map[string]any{"alert": q.Where, "expr": q.Expr})
+	}
+	return out
 }
