@@ -187,11 +187,10 @@ type Packet struct {
 // Heartbeats and end of session must be exactly 20 bytes. Parse does not
 // allocate unless b is malformed.
 func Parse(b []byte) (Packet, error) {
-	n, h, err := scan(b, false)
+	_, h, err := scan(b, false)
 	if err != nil {
 		return Packet{}, err
 	}
-	_ = n
 	return Packet{Header: h, buf: b}, nil
 }
 
