@@ -530,7 +530,7 @@ func (s *Subscriber) applyRecovered(r *recovery.Result) {
 // sequence the snapshot reflects.
 func (s *Subscriber) applySnapshot(sc *subChannel, r *recovery.Result) {
 	snap := r.Snapshot
-	if snap.Session != r.Session || snap.Seq+1 <= sc.tracker.Next() {
+	if snap.Session != r.Session || snap.Seq+1 < sc.tracker.Next() {
 		// The feed handler moved to another session, or the snapshot is
 		// older than what was released: it cannot fill the range.
 		sc.tracker.GiveUp(r.Session, r.Range, s.now)

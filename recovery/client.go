@@ -187,6 +187,8 @@ func (c *Client) Stats() ClientStats {
 // For returns the seqgap.Recovery of channel ch.
 func (c *Client) For(ch int) seqgap.Recovery { return channelRecovery{c, ch} }
 
+var _ seqgap.SnapshotRecovery = channelRecovery{}
+
 type channelRecovery struct {
 	c  *Client
 	ch int
@@ -218,6 +220,12 @@ func (r channelRecovery) Request(session mold.Session, rng seqgap.Range) {
 func (c *Client) snapshotCall(ch int, session mold.Session, rng seqgap.Range, start time.Time) *call {
 	return &call{subject: SnapshotSubject(c.cfg.Feed, ch), snap: true, start: start,
 		res: &Result{Channel: ch, Session: session, Range: rng}}
+}
+
+// Snapshot answers rng with the channel's snapshot (a late join's prefix);
+// it never blocks. The result carries Result.Snapshot, or Err.
+func (r channelRecovery) Snapshot(session mold.Session, rng seqgap.Range) {
+	r.c.start(r.c.snapshotCall(r.ch, session, rng, time.Now()))
 }
 
 // start sends c or queues it when MaxInflight requests are out.

@@ -85,6 +85,14 @@ type Recovery interface {
 	Request(session mold.Session, r Range)
 }
 
+// SnapshotRecovery is a Recovery that can also answer a range with the
+// channel's snapshot. A late join asks for its missing prefix this way: the
+// answer comes back through Tracker.Resync (or GiveUp).
+type SnapshotRecovery interface {
+	Recovery
+	Snapshot(session mold.Session, r Range)
+}
+
 // Output receives what the tracker releases, in order.
 type Output interface {
 	// Release hands over message seq. msg is valid only during the call.
@@ -184,6 +192,17 @@ type held struct {
 	big    []byte // when n > SlotSize
 }
 
+// join is the prefix 1..S-1 of a session first met at sequence S, too long
+// for the window. With recovery, live messages are held (not released)
+// until the snapshot that covers the prefix arrives, so the handler gets the
+// state first and then the stream after it.
+type join struct {
+	pending    bool
+	r          Range
+	deadlineNs int64
+	refused    bool
+}
+
 type gap struct {
 	from, to   uint64
 	detectedNs int64
@@ -211,6 +230,7 @@ type Tracker struct {
 	gapHead   int
 	gapCount  int
 	heldCount int
+	join      join  // a late join's missing prefix, when pending
 	ev        Event // scratch: events are passed by pointer, never escape
 	stats     Stats
 }
@@ -245,7 +265,12 @@ func (t *Tracker) High() uint64 { return t.high }
 func (t *Tracker) Ended() bool { return t.ended }
 
 // Complete reports whether the session ended and nothing is outstanding.
-func (t *Tracker) Complete() bool { return t.ended && t.next == t.high && t.gapCount == 0 }
+func (t *Tracker) Complete() bool {
+	return t.ended && t.next == t.high && t.gapCount == 0 && !t.join.pending
+}
+
+// Stale reports whether the channel is silent (see Config.StaleAfter).
+func (t *Tracker) Stale() bool { return t.stale }
 
 // Outstanding returns the number of open gaps and held messages.
 func (t *Tracker) Outstanding() (gaps, held int) { return t.gapCount, t.heldCount }
@@ -275,6 +300,11 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 	if !t.started || p.Session != t.session {
 		t.newSession(line, p.Session, nowNs, out)
 	}
+	if t.next == 1 && t.high == 1 && !t.join.pending && p.Seq > uint64(len(t.window)) {
+		// The session's first packet is further in than the window reaches:
+		// a late join.
+		t.startJoin(line, p.Seq, nowNs, out)
+	}
 	if p.IsHeartbeat() || p.IsEndOfSession() {
 		if p.IsHeartbeat() {
 			t.stats.Heartbeats++
@@ -297,6 +327,20 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 	if p.Seq > t.high {
 		t.addGap(line, max(t.high, t.next), p.Seq-1, nowNs, out)
 	}
+	if w := uint64(len(t.window)); end-1 >= t.next+w {
+		// The packet reaches beyond the window, which is full of what waits
+		// behind the oldest gap. Keeping what arrived matters more than
+		// waiting for that gap: the front of the window is declared lost
+		// (window-full), once for the packet, until the packet fits.
+		// Never past the packet's own first message: those are here.
+		t.stats.Overflow++
+		if t.join.pending {
+			t.loseJoin(LossWindowFull, out)
+		}
+		if cut := min(end-1-w, p.Seq-1); end-1 >= t.next+w && cut >= t.next {
+			t.loseThrough(cut, LossWindowFull, out)
+		}
+	}
 	newMsgs := t.take(p, line, recvNs, nowNs, out)
 	if end > t.high {
 		t.high = end
@@ -318,7 +362,7 @@ func (t *Tracker) take(p mold.Packet, line int, recvNs, nowNs int64, out Output)
 		case seq < t.next:
 			t.stats.DupMessages++
 			continue
-		case seq == t.next:
+		case seq == t.next && !t.holding():
 			fresh++
 			t.release(seq, msg, line, recvNs, out)
 			t.drain(out)
@@ -330,11 +374,11 @@ func (t *Tracker) take(p mold.Packet, line int, recvNs, nowNs int64, out Output)
 				t.stats.IgnoredRecov++
 				continue
 			}
-			// The message arrived but cannot be held: the window is full of
-			// what waits behind the oldest gap. Holding it matters more than
-			// waiting longer for that gap, so the front of the window is
-			// declared lost (window-full) until the message fits.
-			t.stats.Overflow++
+			// Packet made room for the whole packet; this is only reached
+			// when that could not be done in one step.
+			if t.join.pending {
+				t.loseJoin(LossWindowFull, out)
+			}
 			t.loseThrough(seq-w, LossWindowFull, out)
 			if seq == t.next {
 				fresh++
@@ -384,6 +428,9 @@ func (t *Tracker) hold(seq uint64, msg []byte, line int, recvNs int64) bool {
 
 // drain releases held messages from next on while they are contiguous.
 func (t *Tracker) drain(out Output) {
+	if t.holding() {
+		return
+	}
 	for t.heldCount > 0 {
 		h := &t.window[t.next&t.mask]
 		if h.seq != t.next {
@@ -405,6 +452,45 @@ func (t *Tracker) releaseHeld(h *held, out Output) {
 	h.seq = 0
 	t.heldCount--
 	t.release(seq, msg, int(h.line), h.recvNs, out)
+}
+
+// holding reports whether live messages wait for a late join's snapshot.
+func (t *Tracker) holding() bool { return t.join.pending && t.rec != nil }
+
+// startJoin records the prefix 1..start-1 of a session met late and asks
+// recovery for it (the snapshot, when the recovery offers one); the stream
+// resumes at start.
+func (t *Tracker) startJoin(line int, start uint64, nowNs int64, out Output) {
+	t.join = join{pending: true, r: Range{1, start - 1}, deadlineNs: nowNs + int64(t.cfg.LostAfter)}
+	t.next, t.high = start, start
+	t.stats.Gaps++
+	ev := t.emit(EventGap, line)
+	ev.Range = t.join.r
+	out.Event(ev)
+	if t.rec == nil {
+		return
+	}
+	t.stats.Requests++
+	ev = t.emit(EventRequest, LineRecovery)
+	ev.Range = t.join.r
+	out.Event(ev)
+	if sr, ok := t.rec.(SnapshotRecovery); ok {
+		sr.Snapshot(t.session, t.join.r)
+	} else {
+		t.rec.Request(t.session, t.join.r)
+	}
+}
+
+// loseJoin reports a late join's prefix lost and releases what was held.
+func (t *Tracker) loseJoin(reason LossReason, out Output) {
+	r := t.join.r
+	t.join = join{}
+	t.stats.Lost += r.Len()
+	t.stats.LostRanges++
+	ev := t.emit(EventLost, LineRecovery)
+	ev.Range, ev.Reason = r, reason
+	out.Event(ev)
+	t.drain(out)
 }
 
 // learnHigh takes the publisher's next sequence from a heartbeat or end of
@@ -470,12 +556,23 @@ func (t *Tracker) Tick(nowNs int64, out Output) {
 		// for what follows high. A reply with messages extends the stream;
 		// one that there is nothing yet is given up without effect.
 		t.probeNs = nowNs
-		t.stats.Probes++
-		r := Range{t.high, t.high + probeLen - 1}
-		ev := t.emit(EventRequest, LineRecovery)
-		ev.Range = r
-		out.Event(ev)
-		t.rec.Request(t.session, r)
+		// As far as the window reaches: an answer beyond it could not be
+		// held.
+		if limit := t.next + uint64(len(t.window)) - 1; t.high <= limit {
+			t.stats.Probes++
+			r := Range{t.high, min(t.high+probeLen-1, limit)}
+			ev := t.emit(EventRequest, LineRecovery)
+			ev.Range = r
+			out.Event(ev)
+			t.rec.Request(t.session, r)
+		}
+	}
+	if t.join.pending && nowNs >= t.join.deadlineNs {
+		reason := LossTimeout
+		if t.join.refused {
+			reason = LossRefused
+		}
+		t.loseJoin(reason, out)
 	}
 	// Resolve expired gaps at the head, in order.
 	for t.gapCount > 0 {
@@ -577,6 +674,11 @@ func (t *Tracker) Recovered(session mold.Session, p mold.Packet, nowNs int64, ou
 	if p.Seq > t.high {
 		t.addGap(LineRecovery, max(t.high, t.next), p.Seq-1, nowNs, out)
 	}
+	if lim := t.next + uint64(len(t.window)); end > lim {
+		// What the window cannot hold is not dropped in silence: it stays
+		// missing, in a gap, and is asked for again as the window moves.
+		t.addGap(LineRecovery, max(t.high, lim), end-1, nowNs, out)
+	}
 	t.take(p, LineRecovery, nowNs, nowNs, out)
 	if end > t.high {
 		t.high = end
@@ -607,6 +709,10 @@ func (t *Tracker) GiveUp(session mold.Session, r Range, nowNs int64) {
 	if !t.started || session != t.session {
 		return
 	}
+	if t.join.pending && t.join.r.From <= r.To && r.From <= t.join.r.To {
+		t.join.deadlineNs = min(t.join.deadlineNs, nowNs)
+		t.join.refused = true
+	}
 	for i := 0; i < t.gapCount; i++ {
 		g := &t.gaps[(t.gapHead+i)%len(t.gaps)]
 		if g.from <= r.To && r.From <= g.to {
@@ -622,6 +728,19 @@ func (t *Tracker) GiveUp(session mold.Session, r Range, nowNs int64) {
 func (t *Tracker) Resync(session mold.Session, next uint64, nowNs int64, out Output) {
 	if !t.started || session != t.session {
 		t.newSession(LineRecovery, session, nowNs, out)
+	}
+	if t.join.pending {
+		// The snapshot answers the late join's prefix; what it does not
+		// reach (a snapshot older than the first live packet) is lost.
+		r := t.join.r
+		t.join = join{}
+		if next <= r.To {
+			t.stats.Lost += Range{next, r.To}.Len()
+			t.stats.LostRanges++
+			ev := t.emit(EventLost, LineRecovery)
+			ev.Range, ev.Reason = Range{next, r.To}, LossRefused
+			out.Event(ev)
+		}
 	}
 	if next > t.next {
 		// Drop what is held below next: the snapshot accounts for it.
@@ -675,6 +794,7 @@ func (t *Tracker) newSession(line int, session mold.Session, nowNs int64, out Ou
 	t.started, t.ended = true, false
 	t.next, t.high = 1, 1
 	t.gapHead, t.gapCount = 0, 0
+	t.join = join{}
 	t.stats.Sessions++
 	out.Event(t.emit(EventSessionStart, line))
 }

@@ -21,32 +21,40 @@ func TestLateJoinFromSnapshot(t *testing.T) {
 	fh := start(t, ctx, feedhandlerBin, "--count", "600000", "--rate", "100000", "--group", ga, "--linger", "1s")
 	fh.waitLog(t, `"publishing"`, 10*time.Second)
 	time.Sleep(2 * time.Second) // about 200,000 messages in: 50,000 per channel
-	sub := start(t, ctx, subscriberBin, "--verify", "--group", ga)
+	// One subscriber whose window holds the missing prefix (the prefix is a
+	// gap, answered by the snapshot), one whose window does not (a late join:
+	// live messages wait for the snapshot).
+	subs := map[string]*proc{
+		"window 131072": start(t, ctx, subscriberBin, "--verify", "--group", ga),
+		"window 4096":   start(t, ctx, subscriberBin, "--verify", "--group", ga, "--window", "4096"),
+	}
 	if code := fh.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("feedhandler exit %d", code)
 	}
-	code := sub.wait(t, 20*time.Second)
-	s := sub.summary(t)
-	// The snapshot sequence of each channel, from the subscriber's log.
-	var snapSeqs uint64
-	sc := bufio.NewScanner(strings.NewReader(sub.stderr.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m["message"] == "snapshot loaded; stream resumes after it" {
-			snapSeqs += uint64(m["snapshot_seq"].(float64))
+	for name, sub := range subs {
+		code := sub.wait(t, 20*time.Second)
+		s := sub.summary(t)
+		// The snapshot sequence of each channel, from the subscriber's log.
+		var snapSeqs uint64
+		sc := bufio.NewScanner(strings.NewReader(sub.stderr.String()))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m["message"] == "snapshot loaded; stream resumes after it" {
+				snapSeqs += uint64(m["snapshot_seq"].(float64))
+			}
 		}
-	}
-	t.Logf("subscriber: %d snapshots (%d state messages) reflecting %d messages, then %d received; missing %d, instrument gaps %d",
-		num(t, s, "snapshots"), num(t, s, "snapshot_messages"), snapSeqs, num(t, s, "received"), num(t, s, "missing"), num(t, s, "instrument_gaps"))
-	if code != 0 || s["verify_ok"] != true || num(t, s, "missing") != 0 || num(t, s, "snapshots") != 4 {
-		t.Fatalf("exit %d: %v", code, s)
-	}
-	if snapSeqs+num(t, s, "received") != count {
-		t.Fatalf("snapshots reflect %d messages and %d were received after them: %d, want %d", snapSeqs, num(t, s, "received"), snapSeqs+num(t, s, "received"), count)
-	}
-	if num(t, s, "instrument_gaps") != 0 || num(t, s, "snapshot_messages") == 0 {
-		t.Fatalf("per-instrument sequences did not continue from the snapshot: %v", s)
+		t.Logf("%s: %d snapshots (%d state messages) reflecting %d messages, then %d received; missing %d, instrument gaps %d",
+			name, num(t, s, "snapshots"), num(t, s, "snapshot_messages"), snapSeqs, num(t, s, "received"), num(t, s, "missing"), num(t, s, "instrument_gaps"))
+		if code != 0 || s["verify_ok"] != true || num(t, s, "missing") != 0 || num(t, s, "snapshots") != 4 {
+			t.Fatalf("%s: exit %d: %v", name, code, s)
+		}
+		if snapSeqs+num(t, s, "received") != count {
+			t.Fatalf("%s: snapshots reflect %d messages and %d were received after them: %d, want %d", name, snapSeqs, num(t, s, "received"), snapSeqs+num(t, s, "received"), count)
+		}
+		if num(t, s, "instrument_gaps") != 0 || num(t, s, "snapshot_messages") == 0 {
+			t.Fatalf("%s: per-instrument sequences did not continue from the snapshot: %v", name, s)
+		}
 	}
 }
 
