@@ -99,14 +99,14 @@ func newObservedBenchFeed(tb testing.TB, withSub bool, pubObs PublisherObserver,
 			tb.Fatal(err)
 		}
 		if m.Type == feed.TypeDefinition {
-			if err := pub.Publish(&m, time.Now().UnixNano()); err != nil {
+			if err := pub.Publish(&m, Now()); err != nil {
 				tb.Fatal(err)
 			}
 			continue
 		}
 		f.msgs = append(f.msgs, m)
 	}
-	if err := pub.Flush(time.Now().UnixNano()); err != nil {
+	if err := pub.Flush(Now()); err != nil {
 		tb.Fatal(err)
 	}
 	if withSub {
@@ -179,12 +179,12 @@ func BenchmarkPublish(b *testing.B) {
 	b.ReportAllocs()
 	// One clock read per flush batch, as the message timestamps do not
 	// matter here and time.Now would be a visible share of a message.
-	now := time.Now().UnixNano()
+	now := Now()
 	n0 := f.pub.Stats().Messages
 	start := time.Now()
 	for b.Loop() {
 		if f.publish(b, now) {
-			now = time.Now().UnixNano()
+			now = Now()
 		}
 	}
 	if err := f.pub.Flush(now); err != nil {
@@ -206,12 +206,12 @@ func BenchmarkPublish(b *testing.B) {
 func BenchmarkPublishSubscribe(b *testing.B) {
 	f := newBenchFeed(b, true)
 	b.ReportAllocs()
-	now := time.Now().UnixNano()
+	now := Now()
 	n0 := f.h.messages
 	start := time.Now()
 	for b.Loop() {
 		if f.publish(b, now) {
-			now = time.Now().UnixNano()
+			now = Now()
 			if sent := f.pub.Stats().Messages; sent-f.h.messages > benchMaxInFlight {
 				f.drain(b, sent-benchMaxInFlight/2)
 			}
@@ -237,14 +237,14 @@ func TestPublishPollAllocs(t *testing.T) { checkPublishPollAllocs(t, newBenchFee
 func checkPublishPollAllocs(t *testing.T, f *benchFeed) {
 	const perRun = 1000
 	publish := func() {
-		now := time.Now().UnixNano()
+		now := Now()
 		for range perRun {
 			f.publish(t, now)
 		}
 		if err := f.pub.Flush(now); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.pub.Poll(time.Now().UnixNano()); err != nil {
+		if err := f.pub.Poll(Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

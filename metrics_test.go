@@ -92,7 +92,7 @@ func TestMetricsWhileRunning(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	n := 0
 	for n < 20000 || (scrapes.Load() < 100 && time.Now().Before(deadline)) {
-		now := time.Now().UnixNano()
+		now := Now()
 		for range 256 {
 			f.publish(t, now)
 			n++
@@ -244,7 +244,7 @@ func TestLatencyHistMatchesPrometheus(t *testing.T) {
 // (the clock is read once per packet, not here).
 func BenchmarkLatencyObserve(b *testing.B) {
 	m := NewLatencyMetrics()
-	now := time.Now().UnixNano()
+	now := Now()
 	b.ReportAllocs()
 	i := int64(0)
 	for b.Loop() {

@@ -148,7 +148,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	p := &Publisher{cfg: cfg}
 	now := time.Now()
 	for ch := 0; ch < cfg.Channels; ch++ {
-		pc := &pubChannel{idx: ch, session: NewSession(ch, now), lastNs: now.UnixNano()}
+		pc := &pubChannel{idx: ch, session: NewSession(ch, now), lastNs: Now()}
 		p.chans = append(p.chans, pc)
 		groups := []netip.AddrPort{cfg.GroupA}
 		if cfg.GroupB.IsValid() {
@@ -220,7 +220,7 @@ func (p *Publisher) ChannelPackets(ch int) uint64 { return p.chans[ch].packets }
 var ErrUnknownInstrument = errors.New("instrument has no definition")
 
 // Publish adds m to its channel's open packet, assigning the per-instrument
-// sequence number. A definition assigns the instrument to its channel. The
+// sequence number. nowNs, like the argument of Flush and Poll, is Now(). A definition assigns the instrument to its channel. The
 // packet goes out when it is full (this call may send) or at the next Flush
 // or Poll. Publish does not allocate, except to grow the instrument table
 // when a definition names a new, larger instrument id.
@@ -301,7 +301,7 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 	sendNs := time.Now().UnixNano()
 	if obs := p.cfg.Observer; obs != nil {
 		if pc.openNs != 0 {
-			obs.Flushed(pc.idx, sendNs-pc.openNs)
+			obs.Flushed(pc.idx, Now()-pc.openNs)
 		}
 		for _, b := range pc.builders[:pc.queued] {
 			obs.Packet(pc.idx, b.Count())
@@ -413,7 +413,7 @@ func (p *Publisher) control(pc *pubChannel, nowNs int64, eos bool) error {
 // subscriber that lost it still learns where the session ended); Publish
 // after End fails.
 func (p *Publisher) End() error {
-	now := time.Now().UnixNano()
+	now := Now()
 	firstErr := p.Flush(now)
 	p.ended = true
 	for _, pc := range p.chans {
@@ -471,7 +471,7 @@ func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) erro
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var m feed.Msg
-	start := time.Now()
+	start := Now()
 	var interval float64
 	if rc.Rate > 0 {
 		interval = 1e9 / rc.Rate
@@ -481,39 +481,38 @@ func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) erro
 		if i&63 == 0 {
 			select {
 			case <-done:
-				return p.Flush(time.Now().UnixNano())
+				return p.Flush(Now())
 			default:
 			}
 		}
-		now := time.Now()
+		now := Now()
 		if interval > 0 {
-			due := time.Duration(float64(i) * interval)
-			for wait := due - now.Sub(start); wait > 0; wait = due - now.Sub(start) {
-				if err := p.Flush(now.UnixNano()); err != nil {
+			due := start + int64(float64(i)*interval)
+			for ; now < due; now = Now() {
+				if err := p.Flush(now); err != nil {
 					return err
 				}
-				if err := p.Poll(now.UnixNano()); err != nil {
+				if err := p.Poll(now); err != nil {
 					return err
 				}
-				if wait > 2*time.Millisecond {
+				if wait := time.Duration(due - now); wait > 2*time.Millisecond {
 					select {
 					case <-done:
-						return p.Flush(time.Now().UnixNano())
+						return p.Flush(Now())
 					case <-time.After(wait - time.Millisecond):
 					}
 				}
-				now = time.Now()
 			}
 		}
 		err := src.Next(&m)
 		if err == io.EOF {
-			return p.Flush(time.Now().UnixNano())
+			return p.Flush(Now())
 		}
 		if err != nil {
-			p.Flush(time.Now().UnixNano())
+			p.Flush(Now())
 			return fmt.Errorf("tickcast: source: %w", err)
 		}
-		nowNs := now.UnixNano()
+		nowNs := now
 		if err := p.Publish(&m, nowNs); err != nil {
 			if errors.Is(err, ErrUnknownInstrument) {
 				if rc.OnError != nil {

@@ -81,7 +81,7 @@ func (h *pubHarness) packets(want int) []mold.Packet {
 
 func TestPublisherMaxDelayAndHeartbeat(t *testing.T) {
 	h := newPubHarness(t, PublisherConfig{MaxDelay: time.Millisecond, Heartbeat: 50 * time.Millisecond})
-	t0 := time.Now().UnixNano()
+	t0 := Now()
 	h.publish(3, t0)
 	if err := h.pub.Poll(t0 + int64(time.Millisecond) - 1); err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestPublisherMaxDelayAndHeartbeat(t *testing.T) {
 func TestPublisherFillsPacketsAndBatches(t *testing.T) {
 	const maxDG = 500
 	h := newPubHarness(t, PublisherConfig{MaxDatagram: maxDG, SendBatch: 4, MaxDelay: time.Hour})
-	now := time.Now().UnixNano()
+	now := Now()
 	// Nothing goes out until four packets are full; then all four go in one
 	// batch.
 	published := 0
@@ -168,7 +168,7 @@ func TestPublisherFillsPacketsAndBatches(t *testing.T) {
 func TestPublisherRejectsUnknownInstrument(t *testing.T) {
 	h := newPubHarness(t, PublisherConfig{})
 	m := feed.Msg{Header: feed.Header{Type: feed.TypeQuote, Instrument: 99}}
-	err := h.pub.Publish(&m, time.Now().UnixNano())
+	err := h.pub.Publish(&m, Now())
 	if !errors.Is(err, ErrUnknownInstrument) || h.pub.Stats().UnknownInstrument != 1 {
 		t.Fatalf("%v, stats %+v", err, h.pub.Stats())
 	}

@@ -357,7 +357,7 @@ func (s *Subscriber) Receiver(i int, l Line) ud.Receiver { return s.chans[i].lin
 func (s *Subscriber) Poll(h Handler, max int) int {
 	s.h = h
 	released := uint64(0)
-	now := time.Now().UnixNano()
+	now := Now()
 	s.now = now
 	if s.cfg.Recovery != nil {
 		before := s.releasedTotal()
@@ -392,7 +392,9 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 			s.packet(sc, best, r.Peek(0), now)
 			r.Release(1)
 		}
-		s.relNs = now
+		if s.cfg.Observer != nil {
+			s.relNs = time.Now().UnixNano() // releases by Tick (wall clock, as sendNs)
+		}
 		sc.tracker.Tick(now, sc)
 		released += sc.tracker.Released() - before
 	}
@@ -429,9 +431,13 @@ func (s *Subscriber) packet(sc *subChannel, line int, slot *ud.Slot, now int64) 
 // older reports whether session is older than the channel's current one: its
 // start time (the eight digits after the channel) sorts before. Such packets
 // come from a feed handler that has been replaced and are dropped.
+//
+// Only while the current session is alive: once it has ended or gone silent,
+// a session that sorts older is taken anyway (its feed handler's clock may be
+// behind, or stepped back), so a channel can never be stuck on a dead stream.
 func (s *Subscriber) older(sc *subChannel, session mold.Session) bool {
 	cur, ok := sc.tracker.Session()
-	if !ok || cur == session {
+	if !ok || cur == session || sc.tracker.Ended() || sc.tracker.Stale() {
 		return false
 	}
 	return string(session[2:]) < string(cur[2:])

@@ -298,3 +298,44 @@ func decode36(s []byte) int64 {
 	}
 	return v
 }
+
+// TestOlderSessionAfterEnd: a session that sorts older than the current one
+// is foreign only while the current one lives; after its end of session, a
+// feed handler whose clock is behind is still followed.
+func TestOlderSessionAfterEnd(t *testing.T) {
+	ga, _ := testGroups(t)
+	sub, err := NewSubscriber(SubscriberConfig{Channels: 1, GroupA: ga, NewReceiver: UDPReceivers(UDPConfig{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	s, err := udp.NewSender(udp.Config{Group: ga.Addr(), Port: int(ga.Port())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	older, current := NewSession(0, now), NewSession(0, now)
+	b, _ := mold.NewBuilder(1472)
+	pkt := func(sess mold.Session, seq uint64) []byte {
+		b.Start(sess, seq)
+		b.Add([]byte("x"))
+		return append([]byte{}, b.Finish()...)
+	}
+	if err := s.Send([][]byte{pkt(current, 1), pkt(older, 1), mold.AppendEndOfSession(nil, current, 2), pkt(older, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{t: t, next: map[int]uint64{}}
+	rec.v, _ = verify.New(feed.SyntheticConfig{Instruments: 1, Channels: 1})
+	for deadline := time.Now().Add(3 * time.Second); sub.Stats().Packets < 4 && time.Now().Before(deadline); {
+		if sub.Poll(rec, 100) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	st := sub.Stats()
+	// The older session's first packet came while the current one lived:
+	// foreign. Its second came after the end of session: a new stream.
+	if st.Foreign != 1 || st.Sessions != 2 || st.Messages != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
