@@ -524,10 +524,17 @@ func (s *Subscriber) applyRecovered(r *recovery.Result) {
 	}
 	if r.Err != nil {
 		var re *recovery.ReplyError
-		if errors.As(r.Err, &re) && re.Code == recovery.CodeNotYet && re.Ended {
-			sc.tracker.EndOfSession(r.Session, re.Next, s.now, sc)
+		switch {
+		case errors.As(r.Err, &re) && re.Code == "":
+			// Failed in transit (timeout, nobody answering, queue full):
+			// ask again, within the gap's deadline.
+			sc.tracker.Retry(r.Session, r.Range)
+		default:
+			if re != nil && re.Code == recovery.CodeNotYet && re.Ended {
+				sc.tracker.EndOfSession(r.Session, re.Next, s.now, sc)
+			}
+			sc.tracker.GiveUp(r.Session, r.Range, s.now)
 		}
-		sc.tracker.GiveUp(r.Session, r.Range, s.now)
 	}
 }
 

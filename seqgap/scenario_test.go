@@ -28,6 +28,7 @@ var update = flag.Bool("update", false, "rewrite the expected output of the scen
 //	giveup S1 4 5        recovery gives up on 4..5
 //	resync S1 10         a snapshot covers everything before 10
 //	ended S1 9           recovery says the session ended (next sequence 9)
+//	retry S1 4 5         the request for 4..5 failed in transit
 //	----
 //	release 1..3 A       consecutive releases from one line, coalesced
 //	gap 4..5 A           and every event, in the order emitted
@@ -198,6 +199,9 @@ func (s *scenario) run(cmd string) {
 	case "ended":
 		sess, _ := mold.ParseSession(f[1])
 		s.tr.EndOfSession(sess, u(2), s.now, s)
+	case "retry":
+		sess, _ := mold.ParseSession(f[1])
+		s.tr.Retry(sess, Range{u(2), u(3)})
 	case "resync":
 		sess, _ := mold.ParseSession(f[1])
 		s.tr.Resync(sess, u(2), s.now, s)

@@ -208,7 +208,8 @@ type gap struct {
 	detectedNs int64
 	deadlineNs int64
 	reqTo      uint64 // highest sequence requested so far, 0 if none
-	reason     LossReason
+	refused    Range  // the part recovery gave up on (zero: none)
+	retry      bool   // asked again after a failed request: no new deadline
 }
 
 // Tracker follows one channel. It is used by one goroutine.
@@ -574,17 +575,21 @@ func (t *Tracker) Tick(nowNs int64, out Output) {
 		}
 		t.loseJoin(reason, out)
 	}
-	// Resolve expired gaps at the head, in order.
+	// Resolve the head gap, in order: a part recovery refused is lost as
+	// soon as the stream reaches it (what lies before it may still come);
+	// the whole gap is lost once LostAfter has passed.
 	for t.gapCount > 0 {
 		g := &t.gaps[t.gapHead]
+		if g.refused.From != 0 && t.next >= g.refused.From {
+			to := g.refused.To
+			g.refused = Range{}
+			t.loseThrough(to, LossRefused, out)
+			continue
+		}
 		if nowNs < g.deadlineNs {
 			break
 		}
-		reason := g.reason
-		if reason == 0 {
-			reason = LossTimeout
-		}
-		t.loseThrough(g.to, reason, out)
+		t.loseThrough(g.to, LossTimeout, out)
 	}
 	if t.rec == nil {
 		return
@@ -606,9 +611,10 @@ func (t *Tracker) Tick(nowNs int64, out Output) {
 		if nowNs-g.detectedNs < int64(t.cfg.GapDelay) {
 			continue
 		}
-		if g.reqTo != 0 {
+		if g.reqTo != 0 && !g.retry {
 			g.deadlineNs = max(g.deadlineNs, nowNs+int64(t.cfg.LostAfter))
 		}
+		g.retry = false
 		g.reqTo = to
 		t.stats.Requests++
 		r := Range{from, to}
@@ -702,9 +708,9 @@ func (t *Tracker) EndOfSession(session mold.Session, nextSeq uint64, nowNs int64
 	}
 }
 
-// GiveUp declares that recovery cannot serve r of session: the gaps it
-// touches are lost as soon as the ones before them are resolved (at the next
-// Tick).
+// GiveUp declares that recovery cannot serve r of session: that part of the
+// gaps it touches is lost as soon as the stream reaches it (at a Tick);
+// other parts of the same gaps may still be recovered.
 func (t *Tracker) GiveUp(session mold.Session, r Range, nowNs int64) {
 	if !t.started || session != t.session {
 		return
@@ -716,8 +722,28 @@ func (t *Tracker) GiveUp(session mold.Session, r Range, nowNs int64) {
 	for i := 0; i < t.gapCount; i++ {
 		g := &t.gaps[(t.gapHead+i)%len(t.gaps)]
 		if g.from <= r.To && r.From <= g.to {
-			g.deadlineNs = min(g.deadlineNs, nowNs)
-			g.reason = LossRefused
+			part := Range{max(r.From, g.from), min(r.To, g.to)}
+			if g.refused.From != 0 {
+				// Keep one refused range per gap: the span of both.
+				part = Range{min(part.From, g.refused.From), max(part.To, g.refused.To)}
+			}
+			g.refused = part
+		}
+	}
+}
+
+// Retry says that a request for r of session failed in transit (timed out,
+// nobody answered): the gaps it touches are asked for again at the next
+// Tick, within their LostAfter deadline.
+func (t *Tracker) Retry(session mold.Session, r Range) {
+	if !t.started || session != t.session {
+		return
+	}
+	for i := 0; i < t.gapCount; i++ {
+		g := &t.gaps[(t.gapHead+i)%len(t.gaps)]
+		if g.from <= r.To && r.From <= g.to && g.reqTo >= r.From {
+			g.reqTo = max(r.From, g.from) - 1
+			g.retry = true
 		}
 	}
 }
