@@ -82,6 +82,7 @@ type Client struct {
 
 	mu       sync.Mutex
 	closed   bool
+	unsent   []*call // could not be sent; failed once the lock is released
 	nextID   uint64
 	inflight map[uint64]*call
 	queue    []*call // requests waiting for an in-flight slot
@@ -99,6 +100,7 @@ type call struct {
 	res      *Result
 	want     mold.Request // for retransmits: what the reply must carry
 	wait     chan *answer // for callers that wait (Retransmit, Snapshot) instead of Drain
+	sendErr  error        // why send failed
 	snap     bool         // an asynchronous snapshot answering res.Range
 	parts    [][]byte
 	start    time.Time
@@ -248,9 +250,12 @@ func (c *Client) start(k *call) {
 	}
 	c.send(k)
 	c.mu.Unlock()
+	c.failUnsent()
 }
 
-// send publishes k; c.mu is held.
+// send publishes k; c.mu is held and stays held. A request that cannot be
+// sent is set aside in unsent and failed by failUnsent once the lock is
+// released (failing reports a result, which takes the lock).
 func (c *Client) send(k *call) {
 	c.nextID++
 	k.id = c.nextID
@@ -259,9 +264,19 @@ func (c *Client) send(k *call) {
 	c.requests.Add(1)
 	if err := c.nc.PublishRequest(k.subject, c.inbox+"."+strconv.FormatUint(k.id, 10), k.payload); err != nil {
 		delete(c.inflight, k.id)
-		c.mu.Unlock()
-		c.fail(k, &ReplyError{Reason: fmt.Sprintf("%s: send: %v", k.subject, err)})
-		c.mu.Lock()
+		k.sendErr = &ReplyError{Reason: fmt.Sprintf("%s: send: %v", k.subject, err)}
+		c.unsent = append(c.unsent, k)
+	}
+}
+
+// failUnsent fails the requests send set aside; c.mu must not be held.
+func (c *Client) failUnsent() {
+	c.mu.Lock()
+	ks := c.unsent
+	c.unsent = nil
+	c.mu.Unlock()
+	for _, k := range ks {
+		c.fail(k, k.sendErr)
 	}
 }
 
@@ -279,6 +294,7 @@ func (c *Client) retire(k *call) {
 // reply collects the parts of every request; it runs on the subscription's
 // goroutine.
 func (c *Client) reply(m *nats.Msg) {
+	defer c.failUnsent() // retire may have sent queued requests
 	id, err := strconv.ParseUint(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:], 10, 64)
 	if err != nil {
 		return
@@ -430,6 +446,7 @@ func (c *Client) expire() {
 				c.retire(k)
 			}
 			c.mu.Unlock()
+			c.failUnsent()
 			for _, k := range late {
 				c.fail(k, &ReplyError{Reason: fmt.Sprintf("%s: %v after %d parts (%v)", k.subject, ErrTimeout, len(k.parts), c.cfg.Timeout)})
 			}

@@ -88,3 +88,23 @@ func TestRequesterIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotRateLimited: a snapshot is charged as a full-size retransmit,
+// so a requester asking for them in a loop is refused once its budget is
+// spent and the publisher's lock is not held for it.
+func TestSnapshotRateLimited(t *testing.T) {
+	c, _, _ := filledChannel(t, StoreConfig{}, "RL00000001", 500)
+	e := newEnv(t, ServerConfig{Channels: []*Channel{c}, MaxRetransmit: 1000, RateLimit: 2000}, ClientConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), natsWait)
+	defer cancel()
+	for i := 0; i < 2; i++ {
+		if _, err := e.cli.Snapshot(ctx, 0); err != nil {
+			t.Fatalf("snapshot %d within the budget: %v", i+1, err)
+		}
+	}
+	_, err := e.cli.Snapshot(ctx, 0)
+	var re *ReplyError
+	if !errors.As(err, &re) || re.Code != CodeRateLimited {
+		t.Fatalf("third snapshot at once: %v, want rate-limited", err)
+	}
+}

@@ -253,8 +253,14 @@ func (s *Server) snapshot(m *nats.Msg) {
 	if m.Reply == "" {
 		return
 	}
-	_, c, ok := s.channel(m)
+	ch, c, ok := s.channel(m)
 	if !ok {
+		return
+	}
+	// A snapshot costs the channel's read lock, which the publisher waits
+	// for: it is charged as a full-size retransmit against the rate limit.
+	if !s.allow(requester(m.Reply), s.cfg.MaxRetransmit) {
+		s.reject(m, &ReplyError{Code: CodeRateLimited, Reason: fmt.Sprintf("channel %d: snapshots asked faster than %.0f messages per second allow (one costs %d)", ch, s.cfg.RateLimit, s.cfg.MaxRetransmit)})
 		return
 	}
 	// Copy the state out under the lock; frame it after, outside.
