@@ -215,6 +215,11 @@ func (p *Publisher) Stats() PublisherStats { return p.stats }
 // ChannelPackets returns how many data packets channel ch has sent.
 func (p *Publisher) ChannelPackets(ch int) uint64 { return p.chans[ch].packets }
 
+// ErrSend wraps a transport's error when a line could not send a packet.
+// The packet is in the retransmission store (OnPacket ran first), so a
+// subscriber can still recover it; Run reports such errors and goes on.
+var ErrSend = errors.New("send failed")
+
 // ErrUnknownInstrument is returned by Publish for a message about an
 // instrument whose definition was never published.
 var ErrUnknownInstrument = errors.New("instrument has no definition")
@@ -326,7 +331,7 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 	var firstErr error
 	for _, s := range pc.lines {
 		if err := s.Send(list); err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("tickcast: channel %d session %s: send: %w", pc.idx, pc.session, err)
+			firstErr = fmt.Errorf("tickcast: channel %d session %s: %w: %w", pc.idx, pc.session, ErrSend, err)
 		}
 	}
 	pc.packets += uint64(pc.queued)
@@ -398,7 +403,7 @@ func (p *Publisher) control(pc *pubChannel, nowNs int64, eos bool) error {
 	var firstErr error
 	for _, s := range pc.lines {
 		if err := s.Send(list); err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("tickcast: channel %d session %s: send control: %w", pc.idx, pc.session, err)
+			firstErr = fmt.Errorf("tickcast: channel %d session %s: control packet: %w: %w", pc.idx, pc.session, ErrSend, err)
 		}
 	}
 	pc.lastNs = nowNs
@@ -453,8 +458,10 @@ func (p *Publisher) Close() error {
 type RunConfig struct {
 	// Rate is messages per second; 0 publishes as fast as possible.
 	Rate float64
-	// OnError is called with per-message errors (unknown instrument) that do
-	// not stop the run; nil ignores them (they are counted).
+	// OnError is called with errors that do not stop the run: a message
+	// about an unknown instrument, a line that failed to send (ErrSend; the
+	// other line and recovery still carry the packet); nil ignores them
+	// (they are counted).
 	OnError func(error)
 }
 
@@ -477,6 +484,17 @@ func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) erro
 		interval = 1e9 / rc.Rate
 	}
 	done := ctx.Done()
+	// soft passes ErrSend to OnError and carries on; a closed transport or
+	// any other error ends the run.
+	soft := func(err error) error {
+		if err == nil || !errors.Is(err, ErrSend) || errors.Is(err, ud.ErrClosed) {
+			return err
+		}
+		if rc.OnError != nil {
+			rc.OnError(err)
+		}
+		return nil
+	}
 	for i := uint64(0); ; i++ {
 		if i&63 == 0 {
 			select {
@@ -489,10 +507,10 @@ func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) erro
 		if interval > 0 {
 			due := start + int64(float64(i)*interval)
 			for ; now < due; now = Now() {
-				if err := p.Flush(now); err != nil {
+				if err := soft(p.Flush(now)); err != nil {
 					return err
 				}
-				if err := p.Poll(now); err != nil {
+				if err := soft(p.Poll(now)); err != nil {
 					return err
 				}
 				if wait := time.Duration(due - now); wait > 2*time.Millisecond {
@@ -520,9 +538,11 @@ func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) erro
 				}
 				continue
 			}
-			return err
+			if err := soft(err); err != nil {
+				return err
+			}
 		}
-		if err := p.Poll(nowNs); err != nil {
+		if err := soft(p.Poll(nowNs)); err != nil {
 			return err
 		}
 	}

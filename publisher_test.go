@@ -1,6 +1,7 @@
 package tickcast
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"testing"
@@ -187,5 +188,55 @@ func TestPublisherConfigErrors(t *testing.T) {
 		if _, err := NewPublisher(c); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+}
+
+// failingSender is a line whose every send fails, as a line whose route
+// went away would.
+type failingSender struct{ ud.Sender }
+
+func (f failingSender) Send([][]byte) error { return errors.New("sendmmsg: network is unreachable") }
+
+// TestRunSurvivesALineThatFails: one line failing to send is reported and
+// the run goes on; the other line carries every packet.
+func TestRunSurvivesALineThatFails(t *testing.T) {
+	ga, gb := testGroups(t)
+	rx, err := udp.NewReceiver(udp.Config{Group: ga.Addr(), Port: int(ga.Port()), RingSlots: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	open := UDPSenders(UDPConfig{})
+	pub, err := NewPublisher(PublisherConfig{Channels: 1, GroupA: ga, GroupB: gb, NewSender: func(g netip.AddrPort) (ud.Sender, error) {
+		s, err := open(g)
+		if err == nil && g.Addr() == gb.Addr() {
+			s = failingSender{s}
+		}
+		return s, err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := feed.NewSynthetic(feed.SyntheticConfig{Seed: 1, Instruments: 5, Channels: 1, Count: 2000})
+	var reported []error
+	if err := pub.Run(context.Background(), src, RunConfig{Rate: 100000, OnError: func(err error) { reported = append(reported, err) }}); err != nil {
+		t.Fatalf("Run stopped: %v", err)
+	}
+	pub.Close()
+	if len(reported) == 0 || !errors.Is(reported[0], ErrSend) {
+		t.Fatalf("reported %v, want ErrSend errors", reported)
+	}
+	// Line A got every data packet, the end of session too.
+	got := 0
+	for deadline := time.Now().Add(2 * time.Second); uint64(got) < pub.Stats().Packets+1 && time.Now().Before(deadline); {
+		if rx.Peek(0) == nil {
+			rx.Wait(10 * time.Millisecond)
+			continue
+		}
+		rx.Release(1)
+		got++
+	}
+	if uint64(got) < pub.Stats().Packets+1 {
+		t.Fatalf("line A carried %d datagrams, the publisher sent %d packets and an end of session", got, pub.Stats().Packets)
 	}
 }

@@ -341,8 +341,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	unknown := 0
 	runErr := pub.Run(ctx, src, tickcast.RunConfig{Rate: s.Rate, OnError: func(err error) {
 		unknown++
-		if unknown <= 10 {
-			log.Warn().Err(err).Msg("message dropped")
+		if unknown <= 10 || unknown%10000 == 0 {
+			log.Warn().Err(err).Int("errors", unknown).Msg("publish error (the run goes on)")
 		}
 	}})
 	endErr := pub.End()
