@@ -178,7 +178,12 @@ type Stats struct {
 	StaleEvents   uint64
 	IgnoredRecov  uint64 // recovered messages of another session or already had
 	Probes        uint64 // requests past the known end of a stale stream
+	Implausible   uint64 // packets dropped for an impossible sequence (0, or a leap past maxJump)
 }
+
+// maxJump is the largest forward leap of sequence a packet of the current
+// session may make.
+const maxJump = 1 << 32
 
 // probeLen is how many messages past the known end a stale stream's probe
 // asks for (the recovery answers with those that exist).
@@ -297,6 +302,13 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 	if t.stale {
 		t.stale = false
 		out.Event(t.emit(EventFresh, line))
+	}
+	if p.Seq == 0 || (t.started && p.Session == t.session && t.high > 1 && p.Seq-t.high > maxJump && p.Seq > t.high) {
+		// Sequence 0 does not exist, and a stream does not leap four
+		// billion messages: such a packet would declare everything lost.
+		// It is dropped and counted, not believed.
+		t.stats.Implausible++
+		return
 	}
 	if !t.started || p.Session != t.session {
 		t.newSession(line, p.Session, nowNs, out)
