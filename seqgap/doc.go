@@ -30,9 +30,9 @@
 //   - s == next: released at once, straight from the packet (no copy); then
 //     every held message that has become contiguous is released too.
 //   - next < s < next+Window: copied into the window and held.
-//   - s >= next+Window: cannot be held; it stays missing and becomes part of a
-//     gap, to be recovered like a lost one (the window bounds memory, it never
-//     stalls the stream).
+//   - s >= next+Window: cannot be held. The front of the window is declared
+//     lost (window-full), once per packet, until the packet fits: what
+//     arrived is never discarded, and the stream never stalls.
 //
 // A packet that starts past high opens a gap [high, start-1]. A heartbeat or
 // end of session carries the publisher's next sequence, so losing the last
@@ -60,6 +60,11 @@
 // released, and it is reported as ended cleanly (end of session was seen,
 // EventSessionEnd at that time) or abruptly (EventSessionAbrupt with the last
 // sequence known). The new session starts at sequence 1: if its first packet
-// starts later, the messages before it form a gap like any other. Resync
+// starts later, the messages before it form a gap like any other, unless the
+// packet lies beyond the window: that is a late join, whose prefix is asked
+// for as a snapshot (SnapshotRecovery) while live messages are held. Resync
 // jumps a stream forward after a snapshot.
+//
+// A packet with sequence 0, or one that leaps more than 2^32 past the known
+// end of its session, is dropped and counted rather than believed.
 package seqgap
