@@ -499,7 +499,7 @@ func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) erro
 		if i&63 == 0 {
 			select {
 			case <-done:
-				return p.Flush(Now())
+				return soft(p.Flush(Now()))
 			default:
 			}
 		}
@@ -516,7 +516,7 @@ func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) erro
 				if wait := time.Duration(due - now); wait > 2*time.Millisecond {
 					select {
 					case <-done:
-						return p.Flush(Now())
+						return soft(p.Flush(Now()))
 					case <-time.After(wait - time.Millisecond):
 					}
 				}
@@ -524,7 +524,7 @@ func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) erro
 		}
 		err := src.Next(&m)
 		if err == io.EOF {
-			return p.Flush(Now())
+			return soft(p.Flush(Now()))
 		}
 		if err != nil {
 			p.Flush(Now())
