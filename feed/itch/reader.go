@@ -132,7 +132,19 @@ func Decompress(r io.Reader) (io.Reader, error) {
 		if err != nil {
 			return nil, fmt.Errorf("itch: gzip header: %w", err)
 		}
-		return zr, nil
+		return gzipStream{zr}, nil
 	}
 	return br, nil
+}
+
+// gzipStream says where a read error comes from: a corrupt or truncated
+// gzip stream, not the ITCH framing.
+type gzipStream struct{ r io.Reader }
+
+func (g gzipStream) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("itch: gzip stream: %w", err)
+	}
+	return n, err
 }
