@@ -11,6 +11,7 @@ import (
 
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/pace"
 	"github.com/tickcast/tickcast/ud"
 )
 
@@ -458,6 +459,10 @@ func (p *Publisher) Close() error {
 type RunConfig struct {
 	// Rate is messages per second; 0 publishes as fast as possible.
 	Rate float64
+	// Spin is how long before a message is due Run stops sleeping in the
+	// kernel and spins on the clock; 0 means pace.DefaultSpin, a negative
+	// value spins the whole time (the lowest jitter, one core busy).
+	Spin time.Duration
 	// OnError is called with errors that do not stop the run: a message
 	// about an unknown instrument, a line that failed to send (ErrSend; the
 	// other line and recovery still carry the packet); nil ignores them
@@ -465,24 +470,26 @@ type RunConfig struct {
 	OnError func(error)
 }
 
+// maxNap bounds one kernel sleep of Run's pacer, so that heartbeats and
+// cancellation are checked at least this often at low rates.
+const maxNap = time.Millisecond
+
 // Run publishes src until it ends (io.EOF) or ctx is done, then returns
 // without closing the publisher (call Close for the end of session).
 //
-// Pacing is a spin-wait on the clock, because Go timers here resolve to about
-// a millisecond: while the next message is not yet due, Run flushes what is
-// pending (input drained), checks deadlines, and spins; it sleeps only when
-// the next message is more than 2 ms away. Run therefore keeps one core busy
-// at high rates, and it calls runtime.LockOSThread so that core stays one
-// thread.
+// Pacing (package pace): while the next message is not yet due, Run flushes
+// what is pending (input drained), checks deadlines, sleeps in the kernel
+// with clock_nanosleep until shortly before the message is due (in steps of
+// at most a millisecond), and spins on the clock for the last stretch
+// (RunConfig.Spin), because Go timers here resolve to about a millisecond. A
+// core is therefore busy only at rates where messages are closer together
+// than the spin stretch. Run calls runtime.LockOSThread: the pacer's timer
+// slack is a per-thread setting.
 func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var m feed.Msg
-	start := Now()
-	var interval float64
-	if rc.Rate > 0 {
-		interval = 1e9 / rc.Rate
-	}
+	pacer := pace.New(rc.Rate, Now, rc.Spin)
 	done := ctx.Done()
 	// soft passes ErrSend to OnError and carries on; a closed transport or
 	// any other error ends the run.
@@ -504,20 +511,20 @@ func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) erro
 			}
 		}
 		now := Now()
-		if interval > 0 {
-			due := start + int64(float64(i)*interval)
-			for ; now < due; now = Now() {
+		if pacer.Paced() {
+			for due := pacer.Due(i); now < due; now = Now() {
 				if err := soft(p.Flush(now)); err != nil {
 					return err
 				}
 				if err := soft(p.Poll(now)); err != nil {
 					return err
 				}
-				if wait := time.Duration(due - now); wait > 2*time.Millisecond {
+				if d := pacer.Coarse(i, now); d > 0 {
+					pacer.Nap(min(d, maxNap))
 					select {
 					case <-done:
 						return soft(p.Flush(Now()))
-					case <-time.After(wait - time.Millisecond):
+					default:
 					}
 				}
 			}

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"slices"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/mold"
@@ -26,10 +29,18 @@ type SubscriberConfig struct {
 	// GroupA and GroupB are channel 0's A and B line groups, as the
 	// publisher's; GroupB's zero value means no B line.
 	GroupA, GroupB netip.AddrPort
-	// NewReceiver opens the transport for one group. The receiver must
-	// signal n whenever it publishes datagrams: Run sleeps on n when every
-	// ring is empty. Required.
+	// NewReceiver opens the transport for one group. A receiver with a
+	// receive loop must signal n whenever it publishes datagrams: Run
+	// sleeps on n when every ring is empty. A receiver without one
+	// (ud.Filler, modes Direct and DirectSpin) is filled by Poll itself,
+	// and a Direct one registers its socket with n (Notifier.Watch), so
+	// that Run sleeps in one epoll_wait over every line. Required.
 	NewReceiver func(group netip.AddrPort, n *ud.Notifier) (ud.Receiver, error)
+	// Spin makes Run poll without ever sleeping, on a thread of its own:
+	// for DirectSpin receivers, which nothing else fills. With Backoff it
+	// sleeps about 50 µs in the kernel after a run of empty polls, for
+	// hosts with fewer cores than spinning threads.
+	Spin, Backoff bool
 	// Tracker tunes gap handling (window, gap delay, lost-after, stale);
 	// zero fields take seqgap's defaults.
 	Tracker seqgap.Config
@@ -199,6 +210,7 @@ type subChannel struct {
 	s       *Subscriber
 	idx     int
 	lines   []ud.Receiver
+	fill    []ud.Filler // by line: receivers Poll fills itself; nil when none is
 	tracker *seqgap.Tracker
 	instSeq []uint32 // per-instrument sequence seen last, by instrument id
 	counts  channelCounts
@@ -269,6 +281,12 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 				return nil, fmt.Errorf("tickcast: channel %d line %s: join %s: %w", ch, Line(li), g, err)
 			}
 			sc.lines = append(sc.lines, r)
+			if f, ok := r.(ud.Filler); ok {
+				if sc.fill == nil {
+					sc.fill = make([]ud.Filler, len(bases))
+				}
+				sc.fill[li] = f
+			}
 		}
 	}
 	s.initSnapshot()
@@ -285,6 +303,7 @@ func (s *Subscriber) Close() error {
 			}
 		}
 	}
+	s.notify.Close()
 	return firstErr
 }
 
@@ -366,6 +385,7 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 	}
 	for _, sc := range s.chans {
 		before := sc.tracker.Released()
+		tried := 0 // lines filled empty in this Poll, as bits: each is tried once
 		for sc.tracker.Released()-before < uint64(max) {
 			// Take the packet with the lowest sequence among the lines'
 			// heads: the other line's copy of a packet lost on one line is
@@ -373,6 +393,15 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 			best, bestSeq := -1, uint64(0)
 			for li, r := range sc.lines {
 				slot := r.Peek(0)
+				if slot == nil && sc.fill != nil && sc.fill[li] != nil && tried&(1<<li) == 0 {
+					// No receive loop: this goroutine receives. A line
+					// that comes back empty is not asked again in this
+					// Poll (in DirectSpin each ask is a system call).
+					if sc.fill[li].Fill() == 0 {
+						tried |= 1 << li
+					}
+					slot = r.Peek(0)
+				}
 				if slot == nil {
 					continue
 				}
@@ -580,12 +609,16 @@ func (s *Subscriber) RecoveryLatency() (n uint64, mean, maxLat time.Duration) {
 
 // Run polls until ctx is done or stop (if not nil), checked after each
 // poll, returns true. When every ring is empty it sleeps until a receiver
-// signals new data; the wakeup costs a scheduler round trip (microseconds),
-// the price of not spinning. Programs that want the lowest latency call Poll
-// in their own spinning loop instead.
+// signals new data or, with Direct receivers, until a socket is readable
+// (one epoll_wait over all of them, on this goroutine's thread). With
+// SubscriberConfig.Spin it never sleeps: it polls on a thread locked to
+// this goroutine.
 func (s *Subscriber) Run(ctx context.Context, h Handler, stop func() bool) error {
 	done := ctx.Done()
 	poll := func() int { return s.Poll(h, 4096) }
+	if s.cfg.Spin {
+		return s.spin(ctx, poll, stop)
+	}
 	for {
 		n := poll()
 		if stop != nil && stop() {
@@ -598,6 +631,49 @@ func (s *Subscriber) Run(ctx context.Context, h Handler, stop func() bool) error
 		// idle feed; gap deadlines are milliseconds or more.
 		if !s.notify.Wait(time.Millisecond, done, poll) {
 			return ctx.Err()
+		}
+	}
+}
+
+// Spinning: how many empty polls in a row before a spinning Run backs off
+// (Backoff) or checks for cancellation, and how long a back-off sleeps.
+const (
+	spinEmptyPolls = 256
+	spinBackoff    = 50 * time.Microsecond
+)
+
+// spin is Run for SubscriberConfig.Spin.
+func (s *Subscriber) spin(ctx context.Context, poll func() int, stop func() bool) error {
+	done := ctx.Done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if s.cfg.Backoff {
+		// Without it each back-off sleep would last the default 50 µs
+		// of timer slack longer.
+		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	}
+	nap := unix.NsecToTimespec(int64(spinBackoff))
+	idle := 0
+	for {
+		n := poll()
+		if stop != nil && stop() {
+			return nil
+		}
+		if n > 0 {
+			idle = 0
+			continue
+		}
+		if idle++; idle < spinEmptyPolls {
+			continue
+		}
+		idle = 0
+		select {
+		case <-done:
+			return ctx.Err()
+		default:
+		}
+		if s.cfg.Backoff {
+			_ = unix.ClockNanosleep(unix.CLOCK_MONOTONIC, 0, &nap, nil)
 		}
 	}
 }

@@ -27,6 +27,9 @@ type UDPConfig struct {
 	Mode udp.Mode
 	// CPU pins a busy-poll receive thread; -1 for none.
 	CPU int
+	// Backoff makes busy-poll receive threads sleep briefly when idle
+	// (udp.Config.Backoff).
+	Backoff bool
 }
 
 func (c UDPConfig) line(group netip.AddrPort, n *ud.Notifier) udp.Config {
@@ -41,6 +44,7 @@ func (c UDPConfig) line(group netip.AddrPort, n *ud.Notifier) udp.Config {
 		Batch:       c.Batch,
 		Mode:        c.Mode,
 		CPU:         c.CPU,
+		Backoff:     c.Backoff,
 		Notifier:    n,
 	}
 }

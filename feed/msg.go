@@ -389,6 +389,10 @@ func (m *Msg) Decode(b []byte) error {
 	return nil
 }
 
+// RecvNsOffset is the offset of the receive timestamp in every message: when
+// the feed handler received the upstream event (Header.RecvNs).
+const RecvNsOffset = 20
+
 // SendNsOffset is the offset of the send timestamp in every message. The
 // publisher stamps it in place when it flushes a packet.
 const SendNsOffset = 28

@@ -15,7 +15,7 @@ type serverCollector struct {
 	srv    *Server
 	stores []*Channel
 
-	requests, served, rejected, snapshots, snapMsgs, live, liveErrs,
+	requests, served, rejected, snapshots, snapMsgs, live, liveErrs, liveSkipped,
 	storeMsgs, storeBytes, oldest, next *prometheus.Desc
 }
 
@@ -29,24 +29,25 @@ func NewServerCollector(srv *Server, stores []*Channel) prometheus.Collector {
 		return prometheus.NewDesc("tickcast_recovery_"+name, help, labels, nil)
 	}
 	return &serverCollector{srv: srv, stores: stores,
-		requests:   d("requests_total", "Retransmit requests received."),
-		served:     d("messages_served_total", "Messages sent in retransmit replies."),
-		rejected:   d("rejected_total", "Retransmit and snapshot requests answered with an error, by reason.", "reason"),
-		snapshots:  d("snapshots_served_total", "Snapshots served."),
-		snapMsgs:   d("snapshot_messages_served_total", "Messages sent in snapshots."),
-		live:       d("live_published_total", "Datagrams published on the live NATS subjects."),
-		liveErrs:   d("live_publish_errors_total", "Datagrams that could not be published on the live NATS subjects."),
-		storeMsgs:  d("store_messages", "Messages the channel's retransmission store holds.", "channel"),
-		storeBytes: d("store_bytes", "Message bytes the channel's retransmission store holds.", "channel"),
-		oldest:     d("store_oldest_sequence", "Oldest sequence number the channel's store can retransmit (the next one when empty).", "channel"),
-		next:       d("store_next_sequence", "Sequence number of the channel's next message.", "channel"),
+		requests:    d("requests_total", "Retransmit requests received."),
+		served:      d("messages_served_total", "Messages sent in retransmit replies."),
+		rejected:    d("rejected_total", "Retransmit and snapshot requests answered with an error, by reason.", "reason"),
+		snapshots:   d("snapshots_served_total", "Snapshots served."),
+		snapMsgs:    d("snapshot_messages_served_total", "Messages sent in snapshots."),
+		live:        d("live_published_total", "Datagrams published on the live NATS subjects."),
+		liveErrs:    d("live_publish_errors_total", "Datagrams that could not be published on the live NATS subjects."),
+		liveSkipped: d("live_skipped_total", "Datagrams not published on the live NATS subjects because nobody subscribed to them."),
+		storeMsgs:   d("store_messages", "Messages the channel's retransmission store holds.", "channel"),
+		storeBytes:  d("store_bytes", "Message bytes the channel's retransmission store holds.", "channel"),
+		oldest:      d("store_oldest_sequence", "Oldest sequence number the channel's store can retransmit (the next one when empty).", "channel"),
+		next:        d("store_next_sequence", "Sequence number of the channel's next message.", "channel"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.served, c.rejected, c.snapshots, c.snapMsgs, c.live,
-		c.liveErrs, c.storeMsgs, c.storeBytes, c.oldest, c.next} {
+		c.liveErrs, c.liveSkipped, c.storeMsgs, c.storeBytes, c.oldest, c.next} {
 		ch <- d
 	}
 }
@@ -66,6 +67,7 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.snapMsgs, st.SnapshotMessages)
 	counter(c.live, st.LivePublished)
 	counter(c.liveErrs, st.LivePublishErrors)
+	counter(c.liveSkipped, st.LiveSkipped)
 	for _, code := range errorCodes {
 		counter(c.rejected, st.Rejected[code], string(code))
 		delete(st.Rejected, code)

@@ -25,6 +25,14 @@ type ServerConfig struct {
 	// RateLimit is the messages per second one requester may be sent, with a
 	// burst of as many; default 1,000,000.
 	RateLimit float64
+	// LiveInterest, if set, tells whether anyone subscribes to a live
+	// subject. Live then publishes a channel's datagrams only while it
+	// does, so the live feed costs the publishing path one atomic load per
+	// datagram when nobody listens. It is asked from a goroutine of the
+	// server's, every LiveInterestEvery, never from Live. Nil publishes
+	// always (an external NATS server, whose interest the feed handler
+	// cannot see cheaply).
+	LiveInterest func(subject string) bool
 	// Log receives one line per rejected request (rate-limited to a few per
 	// second) and the server's lifecycle.
 	Log zerolog.Logger
@@ -39,6 +47,7 @@ type ServerStats struct {
 	Rejected          map[ErrorCode]uint64
 	LivePublished     uint64 // datagrams published on live subjects
 	LivePublishErrors uint64
+	LiveSkipped       uint64 // datagrams not published: nobody subscribed (LiveInterest)
 }
 
 // Server answers retransmit and snapshot requests over NATS from the
@@ -58,7 +67,11 @@ type Server struct {
 	rejected map[ErrorCode]uint64
 	lastLog  time.Time
 
-	requests, served, snapshots, snapMsgs, live, liveErrs atomic.Uint64
+	requests, served, snapshots, snapMsgs, live, liveErrs, liveSkipped atomic.Uint64
+
+	liveOn   []atomic.Bool // by channel: someone subscribes to its live subject
+	liveStop chan struct{} // closed by Close: ends the interest refresher
+	liveDone chan struct{}
 }
 
 type bucket struct {
@@ -104,7 +117,39 @@ func NewServer(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("recovery: flush subscriptions: %w", err)
 	}
+	if cfg.LiveInterest != nil {
+		s.liveOn = make([]atomic.Bool, len(cfg.Channels))
+		s.refreshLive()
+		s.liveStop, s.liveDone = make(chan struct{}), make(chan struct{})
+		go s.watchLive()
+	}
 	return s, nil
+}
+
+// LiveInterestEvery is how often a server with ServerConfig.LiveInterest
+// asks whether its live subjects have subscribers. A subscriber that joins
+// the live feed may miss up to this much of it, which it recovers like any
+// gap.
+const LiveInterestEvery = 20 * time.Millisecond
+
+func (s *Server) refreshLive() {
+	for ch := range s.liveOn {
+		s.liveOn[ch].Store(s.cfg.LiveInterest(LiveSubject(s.cfg.Feed, ch)))
+	}
+}
+
+func (s *Server) watchLive() {
+	defer close(s.liveDone)
+	t := time.NewTicker(LiveInterestEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.liveStop:
+			return
+		case <-t.C:
+			s.refreshLive()
+		}
+	}
 }
 
 // Close stops answering requests.
@@ -113,13 +158,18 @@ func (s *Server) Close() {
 		sub.Unsubscribe()
 	}
 	s.subs = nil
+	if s.liveStop != nil {
+		close(s.liveStop)
+		<-s.liveDone
+		s.liveStop = nil
+	}
 }
 
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
 	st := ServerStats{
 		Requests: s.requests.Load(), MessagesServed: s.served.Load(), Snapshots: s.snapshots.Load(),
-		SnapshotMessages: s.snapMsgs.Load(), LivePublished: s.live.Load(), LivePublishErrors: s.liveErrs.Load(),
+		SnapshotMessages: s.snapMsgs.Load(), LivePublished: s.live.Load(), LivePublishErrors: s.liveErrs.Load(), LiveSkipped: s.liveSkipped.Load(),
 		Rejected: map[ErrorCode]uint64{},
 	}
 	s.mu.Lock()
@@ -132,7 +182,13 @@ func (s *Server) Stats() ServerStats {
 
 // Live publishes one datagram of channel ch on its live subject. NATS
 // buffers it and its flusher sends it, so this does not wait for the network.
+// With ServerConfig.LiveInterest it publishes only while the subject has a
+// subscriber, and otherwise counts the datagram as skipped.
 func (s *Server) Live(ch int, datagram []byte) {
+	if s.liveOn != nil && !s.liveOn[ch].Load() {
+		s.liveSkipped.Add(1)
+		return
+	}
 	if err := s.nc.Publish(LiveSubject(s.cfg.Feed, ch), datagram); err != nil {
 		s.liveErrs.Add(1)
 		return

@@ -1,8 +1,11 @@
 package ud
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Notifier lets one consumer block until any of several rings (one per
@@ -15,17 +18,89 @@ import (
 // ring once more (its Poll), and only then sleeps; a producer publishes, then
 // loads the flag. Both are sequentially consistent atomics, so either the
 // producer sees the flag or the consumer sees the data.
+//
+// Receivers without a receive loop (Mode Direct) register their socket with
+// Watch instead. The Notifier then sleeps in epoll_wait over every watched
+// descriptor and an eventfd, which Signal writes, and marks the descriptors
+// that became readable (Ready) for the consumer to receive from. Nothing
+// wakes between the datagram's arrival and the consumer: the kernel wakes
+// the consumer's thread itself.
 type Notifier struct {
 	waiting atomic.Bool
 	wake    chan struct{}
 	timer   *time.Timer
+
+	// Set up by the first Watch; consumer only afterwards.
+	epfd, evfd int
+	ready      []bool // by watch index: epoll reported the descriptor readable
+	events     []unix.EpollEvent
+	evbuf      [8]byte
 }
 
 // NewNotifier returns a notifier.
 func NewNotifier() *Notifier {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &Notifier{wake: make(chan struct{}, 1), timer: t}
+	return &Notifier{wake: make(chan struct{}, 1), timer: t, epfd: -1, evfd: -1}
+}
+
+// wakeData is the epoll user data of the eventfd; watched descriptors carry
+// their watch index, which is smaller.
+const wakeData = 1<<31 - 1
+
+// Watch adds fd to the set Wait sleeps on and returns its index for Ready
+// and SetReady. The descriptor starts out marked ready, so that whatever
+// arrived before the first Wait is received. Call it before the consumer
+// starts; the caller keeps fd open until the Notifier is closed.
+func (n *Notifier) Watch(fd int) (int, error) {
+	if n.epfd < 0 {
+		ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			return 0, fmt.Errorf("ud: epoll_create1: %w", err)
+		}
+		ev, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			unix.Close(ep)
+			return 0, fmt.Errorf("ud: eventfd: %w", err)
+		}
+		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, ev, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: wakeData}); err != nil {
+			unix.Close(ev)
+			unix.Close(ep)
+			return 0, fmt.Errorf("ud: epoll_ctl eventfd: %w", err)
+		}
+		n.epfd, n.evfd = ep, ev
+	}
+	i := len(n.ready)
+	if err := unix.EpollCtl(n.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}); err != nil {
+		return 0, fmt.Errorf("ud: epoll_ctl add fd %d: %w", fd, err)
+	}
+	n.ready = append(n.ready, true)
+	n.events = make([]unix.EpollEvent, len(n.ready)+1)
+	return i, nil
+}
+
+// Unwatch removes fd from the set; its index is not reused.
+func (n *Notifier) Unwatch(fd int) {
+	if n.epfd >= 0 {
+		_ = unix.EpollCtl(n.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	}
+}
+
+// Ready reports whether watched descriptor i may have data: epoll said so
+// and the consumer has not since drained it. Consumer only.
+func (n *Notifier) Ready(i int) bool { return n.ready[i] }
+
+// SetReady marks watched descriptor i; the consumer clears it once a
+// receive found the socket empty. Consumer only.
+func (n *Notifier) SetReady(i int, ready bool) { n.ready[i] = ready }
+
+// Close releases the epoll set and the eventfd, if Watch made them.
+func (n *Notifier) Close() {
+	if n.epfd >= 0 {
+		unix.Close(n.epfd)
+		unix.Close(n.evfd)
+		n.epfd, n.evfd = -1, -1
+	}
 }
 
 // Signal wakes the consumer if it announced it is waiting. Rings call it
@@ -33,6 +108,11 @@ func NewNotifier() *Notifier {
 // answers) call it too.
 func (n *Notifier) Signal() {
 	if n.waiting.Load() {
+		if n.evfd >= 0 {
+			one := [8]byte{1}
+			_, _ = unix.Write(n.evfd, one[:])
+			return
+		}
 		select {
 		case n.wake <- struct{}{}:
 		default:
@@ -40,15 +120,20 @@ func (n *Notifier) Signal() {
 	}
 }
 
-// Wait blocks until a ring signals, the timeout passes or done is closed.
-// poll is called after the consumer announced it is waiting and must take
-// whatever the rings hold; Wait returns at once if it took anything. Wait
-// returns false only when done was closed. Consumer only.
+// Wait blocks until a ring signals, a watched descriptor becomes readable,
+// the timeout passes or done is closed. poll is called after the consumer
+// announced it is waiting and must take whatever the rings hold; Wait
+// returns at once if it took anything. Wait returns false only when done was
+// closed; with watched descriptors, done is noticed within the timeout.
+// Consumer only.
 func (n *Notifier) Wait(timeout time.Duration, done <-chan struct{}, poll func() int) bool {
 	n.waiting.Store(true)
 	defer n.waiting.Store(false)
 	if poll() > 0 {
 		return true
+	}
+	if n.epfd >= 0 {
+		return n.epollWait(timeout, done)
 	}
 	n.timer.Reset(timeout)
 	defer n.timer.Stop()
@@ -57,6 +142,32 @@ func (n *Notifier) Wait(timeout time.Duration, done <-chan struct{}, poll func()
 	case <-n.timer.C:
 	case <-done:
 		return false
+	}
+	return true
+}
+
+func (n *Notifier) epollWait(timeout time.Duration, done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return false
+	default:
+	}
+	ms := int((timeout + time.Millisecond - 1) / time.Millisecond)
+	k, err := unix.EpollWait(n.epfd, n.events, max(ms, 1))
+	if err != nil {
+		k = 0 // EINTR: a signal; the caller polls again
+	}
+	for _, ev := range n.events[:k] {
+		if ev.Fd == wakeData {
+			_, _ = unix.Read(n.evfd, n.evbuf[:])
+			continue
+		}
+		n.ready[ev.Fd] = true
+	}
+	select {
+	case <-done:
+		return false
+	default:
 	}
 	return true
 }

@@ -86,6 +86,18 @@ type Receiver interface {
 	Close() error
 }
 
+// Filler is implemented by receivers that have no receive loop of their own
+// (Mode Direct and DirectSpin): the consumer's goroutine receives by calling
+// Fill, typically whenever the ring is empty, and waits on the Notifier the
+// receiver was given. A consumer that sees a Receiver implement Filler must
+// call Fill, or nothing arrives.
+type Filler interface {
+	// Fill receives what the transport holds into free ring slots without
+	// blocking, publishes it, and returns how many datagrams it received.
+	// Consumer only.
+	Fill() int
+}
+
 // RingReporter is implemented by receivers that can tell how full their
 // receive ring is. It is optional: a consumer checks for it with a type
 // assertion.

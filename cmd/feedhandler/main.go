@@ -47,7 +47,8 @@ type Settings struct {
 	DryRun      bool          `flag:"dry-run" help:"with itch:PATH, read the whole file and print counts as JSON, publishing nothing"`
 	ITCHOrders  int           `flag:"itch-orders" default:"1048576" help:"with itch:PATH, capacity of the order table (live orders; occupancy is logged and in --dry-run)"`
 	Count       uint64        `flag:"count" default:"1000000" help:"messages to publish, then end the session (0 = no limit)"`
-	Rate        float64       `flag:"rate" default:"100000" help:"messages per second, paced by spinning on the clock (0 = as fast as possible)"`
+	Rate        float64       `flag:"rate" default:"100000" help:"messages per second (0 = as fast as possible), paced by a kernel sleep and a spin on the clock for the last --pace-spin before each message"`
+	PaceSpin    time.Duration `flag:"pace-spin" default:"60us" help:"how long before each message the pacer spins instead of sleeping (negative: always spin, one core busy)"`
 	Instruments int           `flag:"instruments" default:"100" help:"synthetic instruments"`
 	Seed        uint64        `flag:"seed" default:"1" help:"synthetic feed seed"`
 	Channels    int           `flag:"channels" default:"4" help:"channels (multicast streams) instruments are spread over"`
@@ -68,7 +69,7 @@ type Settings struct {
 	NATSURL       string        `flag:"nats-url" default:"" help:"external NATS server or cluster to serve recovery on (empty: run an embedded server on --nats-listen)"`
 	NATSListen    string        `flag:"nats-listen" default:"127.0.0.1:4222" help:"address of the embedded NATS server (port 0: a free port)"`
 	NATSUsers     string        `flag:"nats-users" default:"" help:"embedded server users, name:password:role (feedhandler or subscriber), comma separated, or @FILE with one per line"`
-	NATSLive      bool          `flag:"nats-live" default:"true" help:"also publish every datagram on tickcast.FEED.live.CH for subscribers without multicast"`
+	NATSLive      bool          `flag:"nats-live" default:"true" help:"also publish every datagram on tickcast.FEED.live.CH for subscribers without multicast (with the embedded server, only while a subscriber listens)"`
 	Linger        time.Duration `flag:"linger" default:"5s" help:"after end of session, keep serving recovery (and repeating end of session) this long"`
 	StoreMessages int           `flag:"store-messages" default:"1048576" help:"retransmission store limit per channel, in messages"`
 	StoreBytes    int           `flag:"store-bytes" default:"67108864" help:"retransmission store limit per channel, in message bytes"`
@@ -221,6 +222,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	// Recovery: a store per channel, served over NATS (embedded unless
 	// --nats-url names a server).
 	natsURL := s.NATSURL
+	var liveInterest func(string) bool // embedded server: publish live only to listeners
 	if natsURL == "" {
 		host, portStr, err := net.SplitHostPort(s.NATSListen)
 		port, perr := strconv.Atoi(portStr)
@@ -240,6 +242,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 		defer srv.Shutdown()
 		natsURL = srv.ClientURL()
+		liveInterest = srv.Interest
 		log.Info().Str("url", natsURL).Int("users", len(users)).Msg("embedded NATS server listening")
 	}
 	nc, err := natsconn.Connect(s.Flags.ConnConfig(natsURL, "feedhandler", ""), func(event string, err error) {
@@ -258,7 +261,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 	}
 	rsrv, err := recovery.NewServer(nc, recovery.ServerConfig{Feed: s.FeedName, Channels: stores,
-		MaxRetransmit: s.MaxRetransmit, RateLimit: s.RateLimit, Log: log.With().Str("role", "recovery").Logger()})
+		MaxRetransmit: s.MaxRetransmit, RateLimit: s.RateLimit, LiveInterest: liveInterest,
+		Log: log.With().Str("role", "recovery").Logger()})
 	if err != nil {
 		log.Error().Err(err).Msg("cannot serve recovery")
 		return 1
@@ -339,7 +343,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 
 	start := time.Now()
 	unknown := 0
-	runErr := pub.Run(ctx, src, tickcast.RunConfig{Rate: s.Rate, OnError: func(err error) {
+	runErr := pub.Run(ctx, src, tickcast.RunConfig{Rate: s.Rate, Spin: s.PaceSpin, OnError: func(err error) {
 		unknown++
 		if unknown <= 10 || unknown%10000 == 0 {
 			log.Warn().Err(err).Int("errors", unknown).Msg("publish error (the run goes on)")
@@ -386,7 +390,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		"flush_drain":     st.FlushDrain, "flush_full": st.FlushFull, "flush_deadline": st.FlushDeadline,
 		"unknown_instrument": st.UnknownInstrument, "interrupted": ctx.Err() != nil,
 		"retransmit_requests": rst.Requests, "retransmitted": rst.MessagesServed, "snapshots": rst.Snapshots,
-		"recovery_rejected": rst.Rejected, "live_published": rst.LivePublished,
+		"recovery_rejected": rst.Rejected, "live_published": rst.LivePublished, "live_skipped": rst.LiveSkipped,
 	}
 	level := zerolog.InfoLevel
 	code := 0

@@ -237,6 +237,14 @@ func (s *Server) Shutdown() {
 	})
 }
 
+// Interest reports whether any client of the server subscribes to subject
+// (in the global account, where the server's users are). It takes the
+// account's locks: call it off hot paths.
+func (s *Server) Interest(subject string) bool {
+	acc := s.srv.GlobalAccount()
+	return acc != nil && acc.SubscriptionInterest(subject)
+}
+
 // NumClients returns the number of connected clients; meant for tests and
 // diagnostics.
 func (s *Server) NumClients() int { return s.srv.NumClients() }

@@ -1,22 +1,31 @@
 package subapp
 
 import (
+	"encoding/binary"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/internal/metricsrv"
 )
 
 // appMetrics is the subscriber's tickcast.Observer: it feeds the Prometheus
-// latency histograms and an HDR histogram of the send-to-release latency for
-// the summary's exact percentiles; and it serves /metrics on --metrics-addr.
-// Released and Recovered run on the polling goroutine.
+// latency histograms and HDR histograms of the send-to-release and
+// tick-to-handler latencies for the summary's exact percentiles; and it
+// serves /metrics on --metrics-addr. Released, tick and Recovered run on the
+// polling goroutine.
 type appMetrics struct {
-	lat *tickcast.LatencyMetrics
-	hdr *hdrhistogram.Histogram // send to release, ns; polling goroutine only
-	srv *metricsrv.Server
+	lat     *tickcast.LatencyMetrics
+	hdr     *hdrhistogram.Histogram // send to release, ns; polling goroutine only
+	tickHdr *hdrhistogram.Histogram // feed handler's receipt of the tick to release, ns; polling goroutine only
+	// relNs is the release time Released was last given: the handler's
+	// message that follows it is the same message, so tick reads it.
+	relNs int64
+	srv   *metricsrv.Server
 }
 
 // hdrMaxNs is the largest latency the HDR histogram tells apart; longer ones
@@ -25,16 +34,32 @@ const hdrMaxNs = int64(time.Minute)
 
 func newAppMetrics() *appMetrics {
 	// Three significant digits from 1 ns to a minute: about 200 KB.
-	return &appMetrics{lat: tickcast.NewLatencyMetrics(), hdr: hdrhistogram.New(1, hdrMaxNs, 3)}
+	return &appMetrics{lat: tickcast.NewLatencyMetrics(), hdr: hdrhistogram.New(1, hdrMaxNs, 3),
+		tickHdr: hdrhistogram.New(1, hdrMaxNs, 3)}
 }
 
 // Released implements tickcast.Observer.
 func (m *appMetrics) Released(ch int, sendNs, recvNs, nowNs int64) {
+	m.relNs = nowNs
 	m.lat.Released(ch, sendNs, recvNs, nowNs)
 	if sendNs > 0 {
 		// Clamped into the range, so RecordValue cannot fail (its error
 		// would allocate).
 		m.hdr.RecordValue(min(max(nowNs-sendNs, 1), hdrMaxNs))
+	}
+}
+
+// tick records the tick-to-handler latency of msg, the stream message the
+// handler is given right after Released was called for it: from the feed
+// handler's receive timestamp in the message header (when it received the
+// upstream event) to the release time. Messages without the timestamp are
+// skipped. It does not allocate.
+func (m *appMetrics) tick(msg []byte) {
+	if len(msg) < feed.HeaderLen || m.relNs == 0 {
+		return
+	}
+	if recvNs := int64(binary.LittleEndian.Uint64(msg[feed.RecvNsOffset:])); recvNs > 0 {
+		m.tickHdr.RecordValue(min(max(m.relNs-recvNs, 1), hdrMaxNs))
 	}
 }
 
@@ -62,22 +87,61 @@ func (m *appMetrics) close() {
 	}
 }
 
-// LatencySummary is the send-to-release latency in the summary: from the
-// feed handler's send timestamp to the release to the handler, over every
-// stream message, in microseconds (from the HDR histogram, to three
-// significant digits).
+// LatencySummary is the latency in the summary, in microseconds (from the
+// HDR histograms, to three significant digits), over every stream message:
+//
+//   - latency_*: send to release, from the feed handler's send timestamp
+//     (taken when it flushed the packet) to the release to the handler;
+//   - tick_latency_*: tick to handler, from the feed handler's receive
+//     timestamp (taken when it received the upstream event, before
+//     normalizing and publishing it) to the release to the handler.
 type LatencySummary struct {
-	LatencyCount  int64   `json:"latency_count"`
-	LatencyP50Us  float64 `json:"latency_p50_us"`
-	LatencyP90Us  float64 `json:"latency_p90_us"`
-	LatencyP99Us  float64 `json:"latency_p99_us"`
-	LatencyP999Us float64 `json:"latency_p999_us"`
-	LatencyMaxUs  float64 `json:"latency_max_us"`
+	LatencyCount      int64   `json:"latency_count"`
+	LatencyP50Us      float64 `json:"latency_p50_us"`
+	LatencyP90Us      float64 `json:"latency_p90_us"`
+	LatencyP99Us      float64 `json:"latency_p99_us"`
+	LatencyP999Us     float64 `json:"latency_p999_us"`
+	LatencyMaxUs      float64 `json:"latency_max_us"`
+	TickLatencyCount  int64   `json:"tick_latency_count"`
+	TickLatencyP50Us  float64 `json:"tick_latency_p50_us"`
+	TickLatencyP90Us  float64 `json:"tick_latency_p90_us"`
+	TickLatencyP99Us  float64 `json:"tick_latency_p99_us"`
+	TickLatencyP999Us float64 `json:"tick_latency_p999_us"`
+	TickLatencyMaxUs  float64 `json:"tick_latency_max_us"`
 }
 
 func (m *appMetrics) summary() LatencySummary {
-	h := m.hdr
-	us := func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1e3 }
-	return LatencySummary{LatencyCount: h.TotalCount(), LatencyP50Us: us(50), LatencyP90Us: us(90),
-		LatencyP99Us: us(99), LatencyP999Us: us(99.9), LatencyMaxUs: float64(h.Max()) / 1e3}
+	h, t := m.hdr, m.tickHdr
+	us := func(h *hdrhistogram.Histogram, q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1e3 }
+	return LatencySummary{LatencyCount: h.TotalCount(), LatencyP50Us: us(h, 50), LatencyP90Us: us(h, 90),
+		LatencyP99Us: us(h, 99), LatencyP999Us: us(h, 99.9), LatencyMaxUs: float64(h.Max()) / 1e3,
+		TickLatencyCount: t.TotalCount(), TickLatencyP50Us: us(t, 50), TickLatencyP90Us: us(t, 90),
+		TickLatencyP99Us: us(t, 99), TickLatencyP999Us: us(t, 99.9), TickLatencyMaxUs: float64(t.Max()) / 1e3}
+}
+
+// writeLatency writes the send-to-release HDR histogram to path (nothing
+// when path is empty) as a percentile distribution (.hgrm, values in
+// microseconds, the format HdrHistogram's plotters read). An error is
+// logged, not returned: the summary is printed either way.
+func (m *appMetrics) writeLatency(path string, log zerolog.Logger) {
+	if path == "" {
+		return
+	}
+	if err := writeHgrm(path, m.hdr); err != nil {
+		log.Error().Err(err).Str("path", path).Msg("latency-out")
+	}
+}
+
+// writeHgrm writes h (values in ns) to path as a .hgrm percentile
+// distribution in microseconds.
+func writeHgrm(path string, h *hdrhistogram.Histogram) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := h.PercentilesPrint(f, 5, 1e3); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"runtime"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -44,7 +45,7 @@ type Settings struct {
 	GroupB          string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: A line only)"`
 	Transport       string        `flag:"transport" default:"udp" help:"udp (multicast), rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address) or nats (the feed handler's live NATS subjects, for hosts without multicast)"`
 	Iface           string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to join on"`
-	Mode            string        `flag:"mode" default:"blocking" help:"receive mode: blocking (no CPU while idle) or busy-poll (spins one core per line)"`
+	Mode            string        `flag:"mode" default:"blocking" help:"receive mode (udp and rdma; see docs/operations.md): blocking (a receive thread per line sleeps in the kernel and wakes the handler), busy-poll (a receive thread per line spins, one core each), direct (udp only: the handler's goroutine waits in one epoll_wait over every line and receives itself; no hand-off between threads) or direct-spin (udp only: the handler's goroutine polls every line's socket in turn, one core for the whole subscriber)"`
 	CPU             int           `flag:"cpu" default:"-1" help:"pin busy-poll receive threads to this CPU (-1: no pinning)"`
 	RcvBuf          int           `flag:"rcvbuf" default:"0" help:"socket receive buffer to request in bytes (0: as large as allowed)"`
 	RingSlots       int           `flag:"ring-slots" default:"8192" help:"receive ring slots per line (power of two)"`
@@ -67,6 +68,7 @@ type Settings struct {
 	LogFormat   string `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
 	LogLevel    string `flag:"log-level" default:"info" help:"debug, info, warn or error"`
 	MetricsAddr string `flag:"metrics-addr" default:"127.0.0.1:9465" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port)"`
+	LatencyOut  string `flag:"latency-out" default:"" help:"at exit, write the send-to-release latency histogram to this file as an HdrHistogram percentile distribution (.hgrm, microseconds)"`
 
 	// Fault injection: a test facility (package ud/faults), off unless set.
 	InjectLoss     float64 `flag:"inject-loss" help:"test facility: drop each received datagram with this probability (0..1), on every line, before the subscriber sees it"`
@@ -193,8 +195,33 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		}
 		a.h.v = v
 	}
+	if s.Transport == "rdma" && !mode.Threaded() {
+		return nil, cliconf.Invalid("mode", "%s: --transport rdma receives in blocking or busy-poll mode only", mode)
+	}
+	// Spinning threads in this process: one per line in busy-poll, one in
+	// all in direct-spin. With no core left over for anything else (the
+	// feed handler on the same host, the kernel's network work) they back
+	// off: a short kernel sleep after a run of empty polls.
+	spinners := 0
+	switch mode {
+	case ud.BusyPoll:
+		spinners = s.Channels
+		if len(join) > 0 {
+			spinners = len(join)
+		}
+		if groupB.IsValid() {
+			spinners *= 2
+		}
+	case ud.DirectSpin:
+		spinners = 1
+	}
+	backoff := s.Transport != "nats" && spinners > 0 && spinners >= runtime.NumCPU()
+	if backoff {
+		log.Warn().Int("spinning_threads", spinners).Int("cpus", runtime.NumCPU()).Str("mode", mode.String()).
+			Msg("more spinning receive threads than this host can spare a core for: they back off (sleep ~50us) when idle; use --mode direct or fewer channels for the lowest latency")
+	}
 	udpc := tickcast.UDPConfig{Interface: iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
-		RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU}
+		RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU, Backoff: backoff}
 	open := tickcast.UDPReceivers(udpc)
 	switch s.Transport {
 	case "nats":
@@ -228,6 +255,8 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	a.sub, err = tickcast.NewSubscriber(tickcast.SubscriberConfig{
 		Channels: s.Channels, Join: join, GroupA: group, GroupB: groupB,
 		NewReceiver: newReceiver,
+		Spin:        mode == ud.DirectSpin && s.Transport != "nats",
+		Backoff:     backoff,
 		Tracker:     seqgap.Config{Window: s.Window, GapDelay: s.GapDelay, LostAfter: s.LostAfter, StaleAfter: s.StaleAfter},
 		Recovery:    a.rec,
 		Observer:    a.met,
@@ -385,6 +414,7 @@ func (a *App) Run(ctx context.Context) int {
 	}
 	a.addInjected(&sum)
 	sum.LatencySummary = a.met.summary()
+	a.met.writeLatency(a.s.LatencyOut, a.log)
 	if h.received > 0 {
 		sum.MallocsPerMsg = float64(allocs[0].Value.Uint64()-allocs0) / float64(h.received)
 	}
@@ -448,6 +478,7 @@ func (h *handler) Message(ch int, seq uint64, msg []byte, recvNs int64) {
 		return
 	}
 	h.received++
+	h.app.met.tick(msg)
 	if h.v != nil {
 		if err := h.v.Check(ch, seq, msg); err != nil {
 			h.verifyErrs++

@@ -178,6 +178,16 @@ func (r *Receiver) Stats() ud.RecvStats { return r.inner.Stats() }
 // Close closes the wrapped receiver.
 func (r *Receiver) Close() error { return r.inner.Close() }
 
+// Fill receives on the wrapped receiver if it has no receive loop of its own
+// (ud.Filler) and returns how many datagrams it received, before faults; it
+// returns 0 for a wrapped receiver with a receive loop. Consumer only.
+func (r *Receiver) Fill() int {
+	if f, ok := r.inner.(ud.Filler); ok {
+		return f.Fill()
+	}
+	return 0
+}
+
 // RingLen returns how many datagrams wait in the wrapped receiver's ring, or
 // 0 if it does not tell (ud.RingReporter). Consumer only.
 func (r *Receiver) RingLen() int {

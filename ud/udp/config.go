@@ -8,13 +8,16 @@ import (
 	"github.com/tickcast/tickcast/ud"
 )
 
-// Mode is how a Receiver's loop waits: ud.Blocking or ud.BusyPoll.
+// Mode is how a Receiver receives: ud.Blocking, ud.BusyPoll, ud.Direct or
+// ud.DirectSpin.
 type Mode = ud.Mode
 
 // Receive modes, as in package ud.
 const (
-	Blocking = ud.Blocking
-	BusyPoll = ud.BusyPoll
+	Blocking   = ud.Blocking
+	BusyPoll   = ud.BusyPoll
+	Direct     = ud.Direct
+	DirectSpin = ud.DirectSpin
 )
 
 // Defaults applied to Config fields left at their zero value, and limits.
@@ -81,12 +84,22 @@ type Config struct {
 	// RecvStats.Truncated). Zero means DefaultMaxDatagram, which fits a
 	// 1500-byte Ethernet MTU; loopback (MTU 65536) allows more.
 	MaxDatagram int
-	// Mode is how the receive loop waits: Blocking (the default) or
-	// BusyPoll.
+	// Mode is how datagrams are received: by a receive loop of the
+	// Receiver's own that sleeps (Blocking, the default) or spins
+	// (BusyPoll), or by the consumer through Fill (Direct, DirectSpin).
 	Mode Mode
-	// Notifier, if set, is signalled after every batch a Receiver
-	// publishes, so that one consumer can wait on many receivers.
+	// Notifier, if set, is signalled after every batch a Blocking or
+	// BusyPoll Receiver publishes, so that one consumer can wait on many
+	// receivers. A Direct Receiver registers its socket with it instead
+	// (Notifier.Watch), and requires it.
 	Notifier *ud.Notifier
+	// Backoff makes an idle BusyPoll receive loop sleep in the kernel for
+	// about 50 µs after a run of empty polls, instead of only yielding to
+	// the Go scheduler: for hosts with fewer cores than spinning threads,
+	// where spinning would starve other threads (a publisher, the other
+	// receive loops) of the CPU they need. It costs up to that much latency
+	// on a line that was idle.
+	Backoff bool
 	// CPU is the CPU a BusyPoll receive thread is pinned to with
 	// sched_setaffinity, or -1 for no pinning. Ignored in Blocking mode.
 	CPU int
@@ -148,8 +161,10 @@ func (c Config) validate() error {
 		return bad("RingSlots", c.RingSlots, "not a power of two between 1 and "+strconv.Itoa(ud.MaxRingSlots))
 	case c.MaxDatagram < 1 || c.MaxDatagram > MaxDatagramLimit:
 		return bad("MaxDatagram", c.MaxDatagram, "not in 1–"+strconv.Itoa(MaxDatagramLimit))
-	case c.Mode != Blocking && c.Mode != BusyPoll:
-		return bad("Mode", c.Mode, "not Blocking or BusyPoll")
+	case c.Mode < Blocking || c.Mode > DirectSpin:
+		return bad("Mode", c.Mode, "not Blocking, BusyPoll, Direct or DirectSpin")
+	case c.Mode == Direct && c.Notifier == nil:
+		return bad("Mode", c.Mode, "Direct needs a Notifier to wait on the socket")
 	case c.CPU < -1 || c.CPU >= cpuSetSize:
 		return bad("CPU", c.CPU, "not -1 (no pinning) or a CPU index below "+strconv.Itoa(cpuSetSize))
 	}

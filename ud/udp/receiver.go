@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -35,6 +36,9 @@ const (
 	// goroutines queued on its P would wait that long; yielding only when
 	// idle keeps that cost off a busy line.
 	busyYieldPolls = 1024
+	// backoffPolls replaces busyYieldPolls with Config.Backoff: a short
+	// run of empty polls (tens of microseconds) before the loop sleeps.
+	backoffPolls = 64
 )
 
 func init() {
@@ -67,6 +71,12 @@ type Receiver struct {
 	closed atomic.Bool
 	done   chan struct{} // closed when the receive loop has returned
 
+	// Direct modes: the consumer receives (Fill). fillMu keeps Close from
+	// closing the descriptor under a Fill in progress.
+	fillMu   sync.Mutex
+	watch    int  // index in the Notifier's watch set (Direct)
+	watching bool // registered with the Notifier
+
 	// Owned by the receive loop.
 	lastDropRaw uint32 // latest SO_RXQ_OVFL value (the kernel's 32-bit counter)
 	drops       uint64 // lastDropRaw extended to 64 bits across wraps
@@ -87,10 +97,10 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 	if err != nil {
 		return nil, &ConfigError{Field: "RingSlots", Value: c.RingSlots, Reason: err.Error()}
 	}
-	if c.Notifier != nil {
+	if c.Notifier != nil && c.Mode.Threaded() {
 		ring.SetNotifier(c.Notifier)
 	}
-	fd, err := newSocket(&c, c.Mode == BusyPoll)
+	fd, err := newSocket(&c, c.Mode != Blocking)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +125,17 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		h.Iov = &r.iovs[k]
 		h.Iovlen = 1
 		h.Control = &r.ctrl[k*ctrlSpace]
+	}
+	if !c.Mode.Threaded() {
+		close(r.done) // no receive loop
+		if c.Mode == Direct {
+			if r.watch, err = c.Notifier.Watch(fd); err != nil {
+				unix.Close(fd)
+				return nil, err
+			}
+			r.watching = true
+		}
+		return r, nil
 	}
 	started := make(chan error, 1)
 	go r.run(started)
@@ -186,8 +207,15 @@ func (r *Receiver) run(started chan<- error) {
 			}
 		}
 	}
+	if busy && r.cfg.Backoff {
+		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) // per thread
+	}
 	started <- nil
 
+	idleLimit := busyYieldPolls
+	if r.cfg.Backoff {
+		idleLimit = backoffPolls
+	}
 	full := false // in a ring-full episode
 	idle := 0     // consecutive empty polls (BusyPoll)
 	for !r.closed.Load() {
@@ -202,9 +230,9 @@ func (r *Receiver) run(started chan<- error) {
 			// sleeps until the consumer releases a slot.
 			if !busy {
 				r.ring.WaitFree(rcvTimeout)
-			} else if idle++; idle == busyYieldPolls {
+			} else if idle++; idle >= idleLimit {
 				idle = 0
-				runtime.Gosched()
+				r.idle()
 			}
 			continue
 		}
@@ -234,9 +262,9 @@ func (r *Receiver) run(started chan<- error) {
 		case errno == unix.EAGAIN || errno == unix.EINTR:
 			// Nothing queued (BusyPoll), or SO_RCVTIMEO expired.
 			if busy {
-				if idle++; idle == busyYieldPolls {
+				if idle++; idle >= idleLimit {
 					idle = 0
-					runtime.Gosched()
+					r.idle()
 				}
 			}
 			continue
@@ -253,6 +281,65 @@ func (r *Receiver) run(started chan<- error) {
 		idle = 0
 		r.deliver(start, got)
 	}
+}
+
+// Fill receives what the socket holds into free ring slots, without
+// blocking, and publishes it (ud.Filler; Direct and DirectSpin modes only).
+// A Direct receiver receives only while its Notifier marks the socket
+// ready, and clears the mark once it finds the socket drained. Consumer
+// only.
+func (r *Receiver) Fill() int {
+	if r.cfg.Mode.Threaded() {
+		return 0
+	}
+	n := r.cfg.Notifier
+	if r.watching && !n.Ready(r.watch) {
+		return 0
+	}
+	r.fillMu.Lock()
+	defer r.fillMu.Unlock()
+	if r.closed.Load() {
+		return 0
+	}
+	start, free := r.ring.Writable()
+	if free == 0 {
+		// The consumer holds every slot. The socket stays marked ready:
+		// the next Fill after a release receives.
+		r.ringFull.Add(1)
+		return 0
+	}
+	free = min(free, r.cfg.Batch)
+	for k := start; k < start+free; k++ {
+		r.hdrs[k].Hdr.Controllen = ctrlSpace
+		r.hdrs[k].Hdr.Flags = 0
+	}
+	got, errno := recvmmsgRaw(r.fd, &r.hdrs[start], free)
+	switch {
+	case errno == unix.EAGAIN || errno == unix.EINTR:
+		got = 0
+	case errno != 0:
+		r.errors.Add(1)
+		got = 0
+	}
+	if got < free && r.watching {
+		n.SetReady(r.watch, false) // drained: wait for epoll
+	}
+	if got > 0 {
+		r.deliver(start, got)
+	}
+	return got
+}
+
+// backoffSleep is how long an idle BusyPoll loop with Config.Backoff sleeps.
+var backoffSleep = unix.NsecToTimespec(int64(50 * time.Microsecond))
+
+// idle is what a BusyPoll loop does after busyYieldPolls empty polls: yield
+// its P, and with Config.Backoff also its core.
+func (r *Receiver) idle() {
+	if r.cfg.Backoff {
+		_ = unix.ClockNanosleep(unix.CLOCK_MONOTONIC, 0, &backoffSleep, nil)
+	}
+	runtime.Gosched()
 }
 
 // deliver publishes the got datagrams recvmmsg placed in slots start to
@@ -334,7 +421,35 @@ func (r *Receiver) RingCap() int { return r.ring.Cap() }
 // Wait blocks until a datagram is waiting (nil), the timeout passes (nil), or
 // the receiver is closed and every received datagram has been released
 // (ud.ErrClosed). Consumer only.
-func (r *Receiver) Wait(timeout time.Duration) error { return r.ring.Wait(timeout) }
+//
+// Without a receive loop (Direct, DirectSpin) Wait polls the socket itself
+// and receives what arrived.
+func (r *Receiver) Wait(timeout time.Duration) error {
+	if r.cfg.Mode.Threaded() {
+		return r.ring.Wait(timeout)
+	}
+	if r.ring.Len() > 0 {
+		return nil
+	}
+	if r.closed.Load() {
+		return ud.ErrClosed
+	}
+	if r.watching {
+		r.cfg.Notifier.SetReady(r.watch, true)
+	}
+	if r.Fill() > 0 {
+		return nil
+	}
+	pfd := []unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN}}
+	ms := int((timeout + time.Millisecond - 1) / time.Millisecond)
+	if _, err := unix.Poll(pfd, max(ms, 1)); err == nil && pfd[0].Revents != 0 {
+		if r.watching {
+			r.cfg.Notifier.SetReady(r.watch, true)
+		}
+		r.Fill()
+	}
+	return nil
+}
 
 // Stats returns cumulative counters. It is safe to call from any goroutine.
 //
@@ -415,6 +530,11 @@ func (r *Receiver) Close() error {
 	_ = unix.Shutdown(r.fd, unix.SHUT_RD) // ENOTCONN expected, see above
 	r.ring.Close()                        // wakes the loop if it waits for a free slot
 	<-r.done
+	r.fillMu.Lock() // no Fill in progress from here on
+	defer r.fillMu.Unlock()
+	if r.watching {
+		r.cfg.Notifier.Unwatch(r.fd)
+	}
 	if err := unix.Close(r.fd); err != nil {
 		return r.cfg.opError("close", err)
 	}
