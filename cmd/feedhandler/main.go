@@ -47,6 +47,7 @@ type Settings struct {
 	DryRun      bool          `flag:"dry-run" help:"with itch:PATH, read the whole file and print counts as JSON, publishing nothing"`
 	ITCHOrders  int           `flag:"itch-orders" default:"1048576" help:"with itch:PATH, capacity of the order table (live orders; occupancy is logged and in --dry-run)"`
 	Count       uint64        `flag:"count" default:"1000000" help:"messages to publish, then end the session (0 = no limit)"`
+	Duration    time.Duration `flag:"duration" default:"0s" help:"publish for this long, then end the session (0 = no limit; with --count, whichever comes first)"`
 	Rate        float64       `flag:"rate" default:"100000" help:"messages per second (0 = as fast as possible), paced by a kernel sleep and a spin on the clock for the last --pace-spin before each message"`
 	PaceSpin    time.Duration `flag:"pace-spin" default:"60us" help:"how long before each message the pacer spins instead of sleeping (negative: always spin, one core busy)"`
 	Instruments int           `flag:"instruments" default:"100" help:"synthetic instruments"`
@@ -90,6 +91,8 @@ func (s *Settings) validate() error {
 		return cliconf.Invalid("itch-orders", "%d: must be positive", s.ITCHOrders)
 	case s.Rate < 0:
 		return cliconf.Invalid("rate", "%v: must not be negative", s.Rate)
+	case s.Duration < 0:
+		return cliconf.Invalid("duration", "%v: must not be negative", s.Duration)
 	case s.Instruments < 1 || s.Instruments > 456976:
 		return cliconf.Invalid("instruments", "%d: want 1..456976", s.Instruments)
 	case s.Channels < 1 || s.Channels > 1296:
@@ -343,7 +346,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 
 	start := time.Now()
 	unknown := 0
-	runErr := pub.Run(ctx, src, tickcast.RunConfig{Rate: s.Rate, Spin: s.PaceSpin, OnError: func(err error) {
+	runCtx := ctx
+	if s.Duration > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, s.Duration)
+		defer cancel()
+	}
+	runErr := pub.Run(runCtx, src, tickcast.RunConfig{Rate: s.Rate, Spin: s.PaceSpin, OnError: func(err error) {
 		unknown++
 		if unknown <= 10 || unknown%10000 == 0 {
 			log.Warn().Err(err).Int("errors", unknown).Msg("publish error (the run goes on)")
@@ -389,6 +398,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		"msgs_per_packet": float64(st.Messages) / max(1, float64(st.Packets)),
 		"flush_drain":     st.FlushDrain, "flush_full": st.FlushFull, "flush_deadline": st.FlushDeadline,
 		"unknown_instrument": st.UnknownInstrument, "interrupted": ctx.Err() != nil,
+		"duration_reached":    ctx.Err() == nil && runCtx.Err() != nil,
 		"retransmit_requests": rst.Requests, "retransmitted": rst.MessagesServed, "snapshots": rst.Snapshots,
 		"recovery_rejected": rst.Rejected, "live_published": rst.LivePublished, "live_skipped": rst.LiveSkipped,
 	}

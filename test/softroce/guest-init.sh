@@ -80,16 +80,24 @@ counters after
 # rxe0, recovery over the feed handler's embedded NATS server on 127.0.0.1
 # (lo is up, see above). The host asks for it on the kernel command line:
 #
-#   tce2e=COUNT,RATE,MAX_DELAY,LOSS
+#   tce2e=COUNT,RATE,MAX_DELAY,LOSS,DURATION
 #
-# COUNT messages at RATE per second; MAX_DELAY is the feed handler's
-# --max-delay (under TCG its 50us default sends one message per packet);
-# LOSS is the second subscriber's --inject-loss, so that recovery has
-# something to fill (the first subscriber takes the feed as it comes).
+# COUNT messages at RATE per second, or (COUNT 0) as many as the feed
+# handler publishes in DURATION; MAX_DELAY is the feed handler's --max-delay
+# (under TCG its 50us default sends one message per packet); LOSS is the
+# second subscriber's --inject-loss, so that recovery has something to fill
+# (the first subscriber takes the feed as it comes).
 #
 #   @e2e NAME RC                 NAME (sub1, sub2, feedhandler) exited RC
 #   @summary NAME JSON           NAME's summary line (its stdout)
 #   @log NAME LINE               a line of NAME's log (stderr), when it failed
+#   @e2etime START END BUDGET    guest uptime (s) when the run started and
+#                                ended, and the seconds it was allowed
+#
+# The run has a budget: what is left of the guest's time limit less a
+# margin for the report. At the end of the budget every process still
+# running gets SIGTERM, which makes it print its summary (how far it got),
+# and SIGKILL 10 s later.
 E2E=$(sed -n 's/.*tce2e=\([^ ]*\).*/\1/p' /proc/cmdline)
 if [ -n "$E2E" ] && { [ ! -x /tests/feedhandler ] || [ ! -x /tests/subscriber ]; }; then
 	say "@error end to end: /tests/feedhandler or /tests/subscriber is missing"
@@ -98,16 +106,25 @@ elif [ -n "$E2E" ]; then
 	IFS=,
 	set -- $E2E
 	IFS=$oldifs
-	COUNT=$1 RATE=$2 MAXDELAY=${3:-50us} LOSS=${4:-0}
-	# A hung process must not hold the VM until the host's timeout.
+	COUNT=$1 RATE=$2 MAXDELAY=${3:-50us} LOSS=${4:-0} DURATION=${5:-0s}
 	LIMIT=${TIMEOUT%s}
 	[ "${LIMIT:-0}" -ge 60 ] 2>/dev/null || LIMIT=60
-	echo "guest: end to end, $COUNT messages at $RATE/s, at $(cut -d' ' -f1 /proc/uptime)s"
+	T0=$(cut -d. -f1 /proc/uptime)
+	BUDGET=$((LIMIT - T0 - 25))
+	[ $BUDGET -ge 30 ] || BUDGET=30
+	if [ "$COUNT" = 0 ]; then
+		FHSIZE="--count 0 --duration $DURATION"
+		EXPECT=""
+	else
+		FHSIZE="--count $COUNT"
+		EXPECT="--expect $COUNT"
+	fi
+	echo "guest: end to end, ${FHSIZE#--} at $RATE/s, budget ${BUDGET}s, at $(cut -d' ' -f1 /proc/uptime)s"
 	# The subscribers start first (their NATS client keeps retrying until
 	# the feed handler's embedded server is up) and wait for the feed
 	# longer than the default idle timeout.
 	sub() {
-		timeout -s KILL $LIMIT /tests/subscriber --transport rdma --iface $ADDR --verify --expect "$COUNT" \
+		timeout -s TERM -k 10 $BUDGET /tests/subscriber --transport rdma --iface $ADDR --verify $EXPECT \
 			--idle-timeout 30s --log-format json --metrics-addr "" "$@"
 	}
 	sub > /tmp/sub1.out 2> /tmp/sub1.log &
@@ -124,8 +141,10 @@ elif [ -n "$E2E" ]; then
 		sleep 0.1
 	done
 	echo "guest: subscribers joined at $(cut -d' ' -f1 /proc/uptime)s"
-	timeout -s KILL $LIMIT /tests/feedhandler --transport rdma --iface $ADDR --count "$COUNT" --rate "$RATE" \
-		--max-delay "$MAXDELAY" --log-format json --metrics-addr "" --linger 1s \
+	LEFT=$((BUDGET - $(cut -d. -f1 /proc/uptime) + T0))
+	[ $LEFT -ge 5 ] || LEFT=5
+	timeout -s TERM -k 10 $LEFT /tests/feedhandler --transport rdma --iface $ADDR $FHSIZE --rate "$RATE" \
+		--max-delay "$MAXDELAY" --log-format json --metrics-addr "" --linger 3s \
 		> /tmp/feedhandler.out 2> /tmp/feedhandler.log
 	rc_feedhandler=$?
 	echo "guest: feed handler exited $rc_feedhandler at $(cut -d' ' -f1 /proc/uptime)s"
@@ -133,7 +152,9 @@ elif [ -n "$E2E" ]; then
 	rc_sub1=$?
 	wait $pid_sub2
 	rc_sub2=$?
+	T1=$(cut -d. -f1 /proc/uptime)
 	echo "guest: subscribers exited $rc_sub1 $rc_sub2 at $(cut -d' ' -f1 /proc/uptime)s"
+	say "@e2etime $T0 $T1 $BUDGET"
 	for n in sub1 sub2 feedhandler; do
 		eval "rc=\$rc_$n"
 		say "@e2e $n $rc"
@@ -144,5 +165,44 @@ elif [ -n "$E2E" ]; then
 	done
 	counters e2e
 fi
+# ---- probes (vmtest -probe), after the end-to-end run: where the guest's
+# time goes. Each probe runs
+# the feed handler for PROBE seconds in one configuration and reports its
+# summary and the CPU it used:
+#
+#   @probe NAME U0 S0 U1 S1 JSON...  CPU clock ticks (user, system) of the
+#                                    children before and after, and summaries
+#   @clocksource NAME                the guest kernel's clock source
+PROBE=$(sed -n 's/.*tcprobe=\([0-9]*\).*/\1/p' /proc/cmdline)
+say "@clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+if [ -n "$PROBE" ] && [ -x /tests/feedhandler ]; then
+	cpu() { # user and system clock ticks of the children waited for so far
+		set -- $(cut -d')' -f2 /proc/$$/stat)
+		echo "${14} ${15}"
+	}
+	for cfg in "unpaced --rate 0" "paced15k --rate 15000" "paced15k-spin --rate 15000 --pace-spin -1ns" "unpaced-nolive --rate 0 --nats-live=false"; do
+		set -- $cfg
+		before=$(cpu)
+		name=$1
+		shift
+		/tests/feedhandler --transport rdma --iface $ADDR --count 0 --duration ${PROBE}s --max-delay 1ms \
+			--log-format json --metrics-addr "" --linger 0s "$@" > /tmp/probe.out 2> /tmp/probe.log
+		after=$(cpu)
+		say "@probe $name $before $after $(cat /tmp/probe.out)"
+	done
+	# The same feed with one subscriber taking it (blocking mode).
+	timeout -s TERM 60 /tests/subscriber --transport rdma --iface $ADDR --idle-timeout 20s --log-format json \
+		--metrics-addr "" > /tmp/psub.out 2> /tmp/psub.log &
+	psub=$!
+	i=0
+	until grep -q '"message":"subscribed"' /tmp/psub.log || [ $i -gt 300 ]; do i=$((i + 1)); sleep 0.1; done
+	before=$(cpu)
+	/tests/feedhandler --transport rdma --iface $ADDR --count 0 --duration ${PROBE}s --max-delay 1ms \
+		--log-format json --metrics-addr "" --linger 0s --rate 0 > /tmp/probe.out 2> /tmp/probe.log
+	wait $psub
+	after=$(cpu)
+	say "@probe unpaced+subscriber $before $after $(cat /tmp/probe.out) $(cat /tmp/psub.out)"
+fi
+
 dmesg | grep -iE 'rxe|rdma|infiniband' | tail -n 10
 finish

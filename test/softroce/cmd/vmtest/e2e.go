@@ -22,23 +22,27 @@ type e2eProc struct {
 	log     []string // the tail of its log, when it failed
 }
 
-type e2eReport map[string]*e2eProc
+// e2eReport is the end-to-end run as the guest reported it.
+type e2eReport struct {
+	procs          map[string]*e2eProc
+	t0, t1, budget int // guest uptime at the start and end of the run, and its budget (s)
+}
 
-func newE2EReport() e2eReport {
-	r := e2eReport{}
+func newE2EReport() *e2eReport {
+	r := &e2eReport{procs: map[string]*e2eProc{}}
 	for _, n := range e2eProcs {
-		r[n] = &e2eProc{exit: -1}
+		r.procs[n] = &e2eProc{exit: -1}
 	}
 	return r
 }
 
 // add records one @e2e, @summary or @log line of the guest's report.
-func (r e2eReport) add(line string) {
+func (r *e2eReport) add(line string) {
 	f := strings.SplitN(line, " ", 3)
 	if len(f) < 2 {
 		return
 	}
-	p := r[f[1]]
+	p := r.procs[f[1]]
 	if p == nil {
 		return
 	}
@@ -99,6 +103,7 @@ type fhSummary struct {
 	Requests      uint64  `json:"retransmit_requests"`
 	Retransmitted uint64  `json:"retransmitted"`
 	Snapshots     uint64  `json:"snapshots"`
+	Duration      bool    `json:"duration_reached"`
 }
 
 // decode parses p's one summary line into v.
@@ -112,19 +117,28 @@ func (p *e2eProc) decode(v any) error {
 // checkE2E prints the end-to-end run's summaries and returns its problems.
 // counters are rxe0's (sent_pkts, rcvd_pkts) before and after the tests and
 // after the end-to-end run; testsSent is the datagrams the tests sent.
-func (r *runner) checkE2E(rep e2eReport, counters map[string][2]int64, testsSent int64) []string {
+//
+// A run sized by count must deliver exactly that many messages; a run sized
+// by time must deliver to each subscriber exactly what the feed handler
+// published. Either way the report says the rate the guest reached and how
+// much of the VM's time limit the run used, and when the guest's budget
+// ended the run, one line says how far each process got.
+func (r *runner) checkE2E(rep *e2eReport, counters map[string][2]int64, testsSent int64) []string {
 	var problems []string
 	bad := func(format string, args ...any) {
 		problems = append(problems, "end to end: "+fmt.Sprintf(format, args...))
 	}
-	count := r.e2eCount
-	fmt.Printf("\n=== end to end: feedhandler --transport rdma --count %d --rate %v --max-delay %v; subscribers sub1 and sub2 --transport rdma --verify --expect %d, sub2 --inject-loss %v\n",
-		count, r.e2eRate, r.e2eMaxDelay, count, r.e2eLoss)
+	size := fmt.Sprintf("--count %d", r.e2eCount)
+	if r.e2eCount == 0 {
+		size = fmt.Sprintf("--count 0 --duration %v", r.e2eDuration)
+	}
+	fmt.Printf("\n=== end to end: feedhandler --transport rdma %s --rate %v --max-delay %v; subscribers sub1 and sub2 --transport rdma --verify, sub2 --inject-loss %v\n",
+		size, r.e2eRate, r.e2eMaxDelay, r.e2eLoss)
 
 	subs := map[string]*subSummary{}
 	var fh *fhSummary
 	for _, n := range e2eProcs {
-		p := rep[n]
+		p := rep.procs[n]
 		if !p.ran {
 			bad("%s did not run", n)
 			continue
@@ -156,14 +170,62 @@ func (r *runner) checkE2E(rep e2eReport, counters map[string][2]int64, testsSent
 		subs[n] = &s
 	}
 
+	// Did the guest's budget end the run? Its processes then got SIGTERM
+	// (exit 143 from timeout, or 137 after the SIGKILL that follows).
+	limited := false
+	for _, n := range e2eProcs {
+		if e := rep.procs[n].exit; e == 124 || e == 137 || e == 143 {
+			limited = true
+		}
+	}
+	if fh != nil && fh.Interrupted {
+		limited = true
+	}
+	if limited {
+		got := []string{}
+		if fh != nil {
+			got = append(got, fmt.Sprintf("feedhandler published %d messages in %.0fs (%.0f msg/s)", fh.Messages, fh.ElapsedS, fh.MsgsPerS))
+		} else {
+			got = append(got, "feedhandler printed no summary (killed)")
+		}
+		for _, n := range e2eProcs[:2] {
+			if s := subs[n]; s != nil {
+				got = append(got, fmt.Sprintf("%s received %d", n, s.Received))
+			} else {
+				got = append(got, n+" printed no summary (killed)")
+			}
+		}
+		line := fmt.Sprintf("the guest's time limit ended the run after %ds of its %ds budget: %s", rep.t1-rep.t0, rep.budget, strings.Join(got, ", "))
+		fmt.Println("  " + line)
+		bad("%s", line)
+	}
+
+	want := r.e2eCount
 	if fh != nil {
+		if r.e2eCount == 0 {
+			want = fh.Messages
+			if !fh.Duration && !fh.Interrupted {
+				bad("feedhandler ended before its --duration %v (%d messages)", r.e2eDuration, fh.Messages)
+			}
+			if fh.Messages == 0 {
+				bad("feedhandler published nothing")
+			}
+		}
 		fmt.Printf("  feedhandler: %d messages in %d packets (%.1f per packet) + %d heartbeats in %.2fs (%.0f msg/s); recovery: %d requests, %d messages retransmitted\n",
 			fh.Messages, fh.Packets, fh.MsgsPerPacket, fh.Heartbeats, fh.ElapsedS, fh.MsgsPerS, fh.Requests, fh.Retransmitted)
-		if fh.Messages != count {
-			bad("feedhandler published %d messages, want %d", fh.Messages, count)
+		if fh.Messages != want {
+			bad("feedhandler published %d messages, want %d", fh.Messages, want)
 		}
 		if fh.Interrupted {
 			bad("feedhandler was interrupted")
+		}
+		// The figures a person needs to judge the margin.
+		limitUse := r.vmRan.Seconds() / r.timeout.Seconds()
+		fmt.Printf("end to end: %s messages at %s msg/s (asked %s), %.0f s; the VM ran %.0f s, %.0f%% of its %v limit (margin %.1fx)\n",
+			group(fh.Messages), group(uint64(fh.MsgsPerS+0.5)), group(uint64(r.e2eRate)), fh.ElapsedS,
+			r.vmRan.Seconds(), 100*limitUse, r.timeout, 1/max(limitUse, 1e-9))
+		if limitUse > 0.5 {
+			fmt.Printf("end to end: WARNING: less than 2x margin to the VM's time limit; use a shorter -e2e-duration or a longer -timeout\n")
 		}
 	}
 	var maxPacketsA uint64
@@ -174,9 +236,9 @@ func (r *runner) checkE2E(rep e2eReport, counters map[string][2]int64, testsSent
 			continue
 		}
 		fmt.Printf("  %s: received %d of %d, missing %d, verify_ok %v; %d packets (%d dropped on purpose: %d messages), %d gaps, %d recovery requests, %d recovered, %d duplicates; %.2fs (%.0f msg/s), exit reason %s\n",
-			n, s.Received, count, s.Missing, s.VerifyOK, s.PacketsA, s.InjectedDropped, s.InjectedMessages, s.Gaps, s.Requests, s.Recovered, s.Duplicates, s.ElapsedS, s.MsgsPerS, s.ExitReason)
-		if s.Received != count {
-			bad("%s received %d messages, want %d", n, s.Received, count)
+			n, s.Received, want, s.Missing, s.VerifyOK, s.PacketsA, s.InjectedDropped, s.InjectedMessages, s.Gaps, s.Requests, s.Recovered, s.Duplicates, s.ElapsedS, s.MsgsPerS, s.ExitReason)
+		if s.Received != want {
+			bad("%s received %d messages, want %d", n, s.Received, want)
 		}
 		if s.Missing != 0 {
 			bad("%s: %d messages missing", n, s.Missing)
@@ -189,7 +251,7 @@ func (r *runner) checkE2E(rep e2eReport, counters map[string][2]int64, testsSent
 		if s.Recovered < s.InjectedMessages {
 			bad("%s recovered %d messages, fewer than the %d it dropped on purpose", n, s.Recovered, s.InjectedMessages)
 		}
-		if n == "sub2" && r.e2eLoss > 0 && float64(count) >= 100/r.e2eLoss && s.InjectedMessages == 0 {
+		if n == "sub2" && r.e2eLoss > 0 && float64(want) >= 100/r.e2eLoss && s.InjectedMessages == 0 {
 			bad("%s dropped nothing on purpose with --inject-loss %v: recovery was not exercised", n, r.e2eLoss)
 		}
 		maxPacketsA = max(maxPacketsA, s.PacketsA+s.InjectedDropped)
@@ -251,4 +313,13 @@ func (r *runner) checkE2E(rep e2eReport, counters map[string][2]int64, testsSent
 		bad("rxe0 rcvd_pkts rose by %d, more than sent_pkts (%d): not one count per packet", dr, ds)
 	}
 	return problems
+}
+
+// group writes n with thousands separators: 1,000,000.
+func group(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
