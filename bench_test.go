@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/udp"
 )
 
@@ -55,6 +56,7 @@ type benchFeed struct {
 	next int        // index in msgs of the next message to publish
 	n    uint64     // messages published by publish
 	h    countHandler
+	mode ud.Mode
 }
 
 // newBenchFeed opens the publisher, and the subscriber when withSub is set
@@ -69,12 +71,18 @@ func newBenchFeed(tb testing.TB, withSub bool) *benchFeed {
 // the subscriber (either may be nil).
 func newObservedBenchFeed(tb testing.TB, withSub bool, pubObs PublisherObserver, subObs Observer) *benchFeed {
 	tb.Helper()
-	group := benchGroup(tb)
 	// Blocking receive mode: on a two-core machine a spinning receive
 	// thread would compete with the publisher and the consumer, which run
 	// in this same process.
-	udpc := UDPConfig{Mode: udp.Blocking, CPU: -1}
-	f := &benchFeed{}
+	return newModeBenchFeed(tb, withSub, udp.Blocking, pubObs, subObs)
+}
+
+// newModeBenchFeed is newObservedBenchFeed with the subscriber in mode.
+func newModeBenchFeed(tb testing.TB, withSub bool, mode ud.Mode, pubObs PublisherObserver, subObs Observer) *benchFeed {
+	tb.Helper()
+	group := benchGroup(tb)
+	udpc := UDPConfig{Mode: mode, CPU: -1}
+	f := &benchFeed{mode: mode}
 	if withSub {
 		sub, err := NewSubscriber(SubscriberConfig{Channels: benchChannels, GroupA: group, NewReceiver: UDPReceivers(udpc), Observer: subObs})
 		if err != nil {
@@ -138,10 +146,16 @@ func (f *benchFeed) publish(tb testing.TB, nowNs int64) (flushed bool) {
 // GOMAXPROCS is 1 and the receive loops need the processor to deliver.
 func (f *benchFeed) drain(tb testing.TB, want uint64) {
 	deadline := time.Now().Add(10 * time.Second)
+	poll := func() int { return f.sub.Poll(&f.h, 4096) }
 	for empty := 0; f.h.messages < want; {
-		if f.sub.Poll(&f.h, 4096) > 0 {
+		if poll() > 0 {
 			empty = 0
 			continue
+		}
+		if f.mode == ud.Direct {
+			// Direct receivers are asked only once epoll says their
+			// socket is readable: wait as Run does.
+			f.sub.notify.Wait(time.Millisecond, nil, poll)
 		}
 		runtime.Gosched()
 		// Reading the clock on every empty poll would dominate the spin.
@@ -230,7 +244,18 @@ func BenchmarkPublishSubscribe(b *testing.B) {
 // perRun messages, so a single allocation per message would show as about
 // perRun allocations per run; AllocsPerRun counts the whole process, so the
 // receive loops' goroutines are included.
-func TestPublishPollAllocs(t *testing.T) { checkPublishPollAllocs(t, newBenchFeed(t, true)) }
+//
+// It runs in each receive mode but busy-poll (whose spinning receive
+// threads would hold the one processor AllocsPerRun leaves): in the direct
+// modes Poll receives itself, and the Notifier's epoll_wait is part of the
+// measured path.
+func TestPublishPollAllocs(t *testing.T) {
+	for _, mode := range []ud.Mode{ud.Blocking, ud.Direct, ud.DirectSpin} {
+		t.Run(mode.String(), func(t *testing.T) {
+			checkPublishPollAllocs(t, newModeBenchFeed(t, true, mode, nil, nil))
+		})
+	}
+}
 
 // checkPublishPollAllocs measures the allocations of f's publisher and
 // subscriber per message (see TestPublishPollAllocs).

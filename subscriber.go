@@ -359,6 +359,24 @@ func (s *Subscriber) Stats() SubscriberStats {
 	return st
 }
 
+// SyncKernelDrops asks every receiver that can (ud.DropSyncer) for its
+// kernel drop count as of now, so that Stats counts drops after the last
+// datagram received too. It reads files: call it before a final report,
+// not per packet. It returns the first error.
+func (s *Subscriber) SyncKernelDrops() error {
+	var firstErr error
+	for _, sc := range s.chans {
+		for _, r := range sc.lines {
+			if d, ok := r.(ud.DropSyncer); ok {
+				if err := d.SyncDrops(); err != nil && firstErr == nil {
+					firstErr = err
+				}
+			}
+		}
+	}
+	return firstErr
+}
+
 // ReceiverStats returns the transport counters of channel index i (in
 // Channels order) and line l.
 func (s *Subscriber) ReceiverStats(i int, l Line) ud.RecvStats {

@@ -12,6 +12,7 @@ import (
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/feed/verify"
 	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/udp"
 )
 
@@ -83,11 +84,22 @@ func (r *recorder) count(k EventKind) int {
 	return n
 }
 
+// TestPublishSubscribeABLines runs a publisher and a subscriber of A and B
+// lines in one process, in every receive mode: the subscriber's Run receives
+// itself in the direct modes (one epoll_wait over eight sockets, or one
+// spinning loop) and through receive threads in the others.
 func TestPublishSubscribeABLines(t *testing.T) {
+	for _, mode := range ud.Modes {
+		t.Run(mode.String(), func(t *testing.T) { testPublishSubscribeABLines(t, mode) })
+	}
+}
+
+func testPublishSubscribeABLines(t *testing.T, mode ud.Mode) {
 	ga, gb := testGroups(t)
 	syn := feed.SyntheticConfig{Seed: 42, Instruments: 40, Channels: 4, Count: 100_000}
-	udpc := UDPConfig{MaxDatagram: 1472, RingSlots: 8192}
-	sub, err := NewSubscriber(SubscriberConfig{Channels: syn.Channels, GroupA: ga, GroupB: gb, NewReceiver: UDPReceivers(udpc)})
+	udpc := UDPConfig{MaxDatagram: 1472, RingSlots: 8192, Mode: mode, CPU: -1, Backoff: mode == ud.BusyPoll}
+	sub, err := NewSubscriber(SubscriberConfig{Channels: syn.Channels, GroupA: ga, GroupB: gb, NewReceiver: UDPReceivers(udpc),
+		Spin: mode == ud.DirectSpin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +110,12 @@ func TestPublishSubscribeABLines(t *testing.T) {
 	}
 	src, _ := feed.NewSynthetic(syn)
 	pubDone := make(chan error, 1)
+	rate := 300_000.0
+	if mode.Spins() {
+		rate = 100_000 // two spinning threads in one process on a 2-core host
+	}
 	go func() {
-		err := pub.Run(context.Background(), src, RunConfig{Rate: 300_000})
+		err := pub.Run(context.Background(), src, RunConfig{Rate: rate})
 		if err == nil {
 			err = pub.Close()
 		}
@@ -129,7 +145,7 @@ func TestPublishSubscribeABLines(t *testing.T) {
 		t.Fatalf("received %d messages (stats %+v), want %d", rec.messages, st, syn.Count)
 	}
 	if st.Gaps != 0 || st.KernelDrops != 0 {
-		t.Fatalf("loss on loopback at 300k msg/s: %+v", st)
+		t.Fatalf("loss on loopback at %v msg/s: %+v", rate, st)
 	}
 	// Every packet arrives twice (A and B): one copy wins, one is a duplicate.
 	if st.WinsA+st.WinsB != pub.Stats().Packets || st.DupPackets != pub.Stats().Packets {

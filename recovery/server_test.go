@@ -977,3 +977,61 @@ func TestServerConfig(t *testing.T) {
 	_, err := a.Retransmit(0, mold.Request{Session: mustSession(t, "SC00000001"), Seq: 1, Count: 1})
 	wantReplyError(t, err, CodeUnknownSession)
 }
+
+// TestLiveOnlyWithListeners: with LiveInterest (the embedded server's
+// subscription interest), a live subject nobody subscribes to costs no
+// publish; a subscriber that joins starts getting datagrams within
+// LiveInterestEvery, and the skipped ones are counted.
+func TestLiveOnlyWithListeners(t *testing.T) {
+	ns := startNATS(t, natsconn.ServerConfig{})
+	srvConn, _ := connectNATS(t, natsconn.ConnConfig{URL: ns.ClientURL(), Name: "feedhandler"})
+	cliConn, _ := connectNATS(t, natsconn.ConnConfig{URL: ns.ClientURL(), Name: "subscriber"})
+	c0, c1 := newTestChannel(t, StoreConfig{}), newTestChannel(t, StoreConfig{})
+	srv := newServer(t, srvConn, ServerConfig{Channels: []*Channel{c0, c1}, LiveInterest: ns.Interest})
+	pkt := []byte("not parsed by Live")
+	for range 100 {
+		srv.Live(0, pkt)
+	}
+	if s := srv.Stats(); s.LivePublished != 0 || s.LiveSkipped != 100 {
+		t.Fatalf("nobody listening: stats %+v, want 0 published, 100 skipped", s)
+	}
+	sub, err := cliConn.SubscribeSync(LiveSubject(DefaultFeed, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cliConn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Publish until the interest is seen, then every datagram arrives.
+	deadline := time.Now().Add(natsWait)
+	for srv.Stats().LivePublished == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscriber's interest was never seen: %+v", srv.Stats())
+		}
+		srv.Live(0, pkt)
+		time.Sleep(time.Millisecond)
+	}
+	for range 50 {
+		srv.Live(0, pkt)
+		srv.Live(1, pkt) // channel 1 still has no listener
+	}
+	got := 0
+	for {
+		m, err := sub.NextMsg(200 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if !bytes.Equal(m.Data, pkt) {
+			t.Fatalf("got %q", m.Data)
+		}
+		got++
+	}
+	s := srv.Stats()
+	if uint64(got) != s.LivePublished || s.LivePublished < 51 {
+		t.Fatalf("received %d live datagrams, server published %d (want at least 51)", got, s.LivePublished)
+	}
+	if s.LiveSkipped < 150 {
+		t.Fatalf("skipped %d, want at least 150 (100 before the subscriber, 50 of channel 1)", s.LiveSkipped)
+	}
+	t.Logf("published %d, skipped %d", s.LivePublished, s.LiveSkipped)
+}

@@ -98,6 +98,14 @@ type Filler interface {
 	Fill() int
 }
 
+// DropSyncer is implemented by receivers whose kernel drop count reaches the
+// receive path late (with the next datagram) and can be brought up to date
+// by asking the kernel directly. It is optional and off the hot path.
+type DropSyncer interface {
+	// SyncDrops updates RecvStats.KernelDrops.
+	SyncDrops() error
+}
+
 // RingReporter is implemented by receivers that can tell how full their
 // receive ring is. It is optional: a consumer checks for it with a type
 // assertion.

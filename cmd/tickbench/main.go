@@ -1,23 +1,41 @@
-// Command tickbench measures tickcast end to end on loopback multicast next
-// to a raw-socket floor, in one run, and reports the ratio of the two.
+// Command tickbench measures tickcast end to end on loopback multicast beside
+// baselines, in one run: by default latency, with --throughput throughput.
 //
-// The floor is two processes of this same binary (hidden roles raw-send and
-// raw-recv) that move datagrams with bare sendmmsg/recvmmsg system calls and
-// no tickcast code. tickcast is measured with the real feedhandler and
-// subscriber binaries, built from the current source tree at start. The
-// machine may be shared and noisy, so absolute rates say little; ratios of
-// measurements taken a few seconds apart say more. Rounds interleave a floor
-// run and a tickcast run, and the report gives the median and spread of
-// each figure and of the per-round ratios.
+// Latency (the default): paced rates (10k, 50k and 100k msg/s), every peer a
+// sender process and a receiver process paced by package pace, the feed
+// handler's pacer, with one message per datagram. The peers are a raw-socket
+// floor in two receive classes (blocking: one goroutine in epoll_wait over
+// every socket, then recvmmsg; busy-poll: one locked thread polling the
+// non-blocking sockets), tickcast (the real feedhandler and subscriber
+// binaries, one run per subscriber --mode) and NATS core (an embedded
+// nats-server in its own process, a publisher and a subscriber). Rounds
+// interleave every peer at every rate, with 1 and 4 channels; the report
+// gives medians and spreads of the percentiles, counts, CPU per message and
+// the ratios of tickcast to the floor of its receive class and to NATS, plus
+// a rate search on the floor, ping-pong round trips (raw UDP, tickcast, NATS
+// request/reply, and sockperf when installed) and a fan-out ramp. .hgrm
+// files and SVG percentile plots go to --outdir.
+//
+// Throughput (--throughput): tickcast at full speed beside a raw
+// sendmmsg/recvmmsg floor moving the same bytes in the same number of
+// datagrams, and the ratio of the two.
+//
+// The baselines are processes of this same binary (hidden roles, the first
+// argument "--role NAME") that use bare system calls, the NATS client and
+// server, or the public tickcast API; the feedhandler and subscriber are
+// built from the current source tree at start.
 //
 // Usage:
 //
-//	go run ./cmd/tickbench [--count N] [--repeat R] [--size S] [--batch B]
+//	go run ./cmd/tickbench [--rates R,...] [--rounds N] [--modes M,...] [--channels C,...]
+//	    [--quick] [--outdir DIR] [--markdown FILE] [--json] [--out FILE] ...
+//	go run ./cmd/tickbench --throughput [--count N] [--repeat R] [--size S] [--batch B]
 //	    [--channels C] [--busy-poll] [--json] [--out FILE] [--timeout D]
 //
 // Only 127.0.0.1 and multicast groups in 239.77.0.0/16-239.79.0.0/16 on the
-// loopback interface with TTL 0 are used: nothing leaves the host. See
-// docs/bench.md for how to read the output.
+// loopback interface with TTL 0 are used: nothing leaves the host. Every
+// child process has a time limit. See docs/bench.md for how to read the
+// output.
 package main
 
 import (
@@ -30,7 +48,10 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -78,6 +99,28 @@ func runRole(role string, args []string, stdout, stderr io.Writer) int {
 		err = rawSend(args, stdout)
 	case "raw-recv":
 		err = rawRecv(args, stdout, stderr)
+	case "lat-send":
+		err = latSend(args, stdout)
+	case "lat-recv":
+		err = latRecv(args, stdout, stderr)
+	case "nats-server":
+		err = natsServer(args, stdout, stderr)
+	case "nats-pub":
+		err = natsPub(args, stdout)
+	case "nats-sub":
+		err = natsSub(args, stdout, stderr)
+	case "nats-echo":
+		err = natsEcho(args, stdout, stderr)
+	case "nats-ping":
+		err = natsPing(args, stdout)
+	case "udp-echo":
+		err = udpEcho(args, stdout, stderr)
+	case "udp-ping":
+		err = udpPing(args, stdout)
+	case "tc-echo":
+		err = tcEcho(args, stdout, stderr)
+	case "tc-ping":
+		err = tcPing(args, stdout)
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
@@ -93,21 +136,51 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runRole(role, args, stdout, stderr)
 	}
 	var s settings
+	var ls latSettings
+	var channels, rates, searchRates, modes, fanSubs string
+	var search bool
+	var throughput bool
 	fs := flag.NewFlagSet("tickbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Uint64Var(&s.count, "count", 2_000_000, "messages the feed handler publishes per tickcast run")
-	fs.IntVar(&s.repeat, "repeat", 3, "rounds (one floor run and one tickcast run per mode each)")
-	fs.IntVar(&s.size, "size", 0, "floor datagram size in bytes (0: tickcast's mean packet size, measured in the warm-up run)")
-	fs.IntVar(&s.batch, "batch", 16, "datagrams per sendmmsg, for the floor sender and the feed handler's --send-batch alike")
-	fs.IntVar(&s.channels, "channels", 1, "feed handler channels (1: one multicast stream, like the floor)")
-	fs.BoolVar(&s.busyPoll, "busy-poll", false, "also run tickcast with the subscriber in busy-poll mode each round")
+	fs.BoolVar(&throughput, "throughput", false, "measure throughput (tickcast at full speed beside a sendmmsg/recvmmsg floor) instead of latency")
+	fs.StringVar(&channels, "channels", "", "channels (multicast groups) per run, comma separated (latency default 1,4; throughput default 1, one value)")
 	fs.BoolVar(&s.json, "json", false, "print the result as JSON instead of a table")
 	fs.StringVar(&s.out, "out", "", "also write the JSON result to this file")
 	fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "limit for each child process")
+	// Latency mode.
+	fs.StringVar(&rates, "rates", "10000,50000,100000", "latency: paced rates in msg/s, comma separated")
+	fs.IntVar(&ls.rounds, "rounds", 5, "latency: rounds, each running every peer at every rate")
+	fs.StringVar(&modes, "modes", "", "latency: subscriber modes, comma separated (default: those of blocking,busy-poll,direct,direct-spin that subscriber --help lists)")
+	fs.DurationVar(&ls.duration, "duration", 2*time.Second, "latency: length of each run; messages = rate × duration")
+	fs.BoolVar(&search, "search", true, "latency: search for the highest rate at which the floor's p50 stays under 100 µs (probes at --search-rates)")
+	fs.StringVar(&searchRates, "search-rates", "100000,200000,400000,800000", "latency: the floor's probe rates in msg/s")
+	fs.DurationVar(&ls.probeDur, "probe-duration", 500*time.Millisecond, "latency: length of each search probe")
+	fs.BoolVar(&ls.pingpong, "pingpong", true, "latency: also run ping-pong round trips (raw UDP, tickcast, NATS request/reply, sockperf)")
+	fs.Uint64Var(&ls.ppCount, "pingpong-count", 20000, "latency: round trips per ping-pong run")
+	fs.StringVar(&ls.sockperf, "sockperf", "/usr/bin/sockperf", "latency: sockperf binary for its UDP ping-pong (empty: none; skipped with a note when missing)")
+	fs.BoolVar(&ls.fanout, "fanout", true, "latency: also run the fan-out ramp (one unpaced sender, --fanout-subs subscribers)")
+	fs.StringVar(&fanSubs, "fanout-subs", "1,2,4", "latency: subscriber counts of the fan-out ramp")
+	fs.Uint64Var(&ls.fanCount, "fanout-count", 300000, "latency: messages per fan-out run")
+	fs.StringVar(&ls.outdir, "outdir", "bench-out", "latency: directory for the .hgrm files and SVG plots (empty: none)")
+	fs.BoolVar(&ls.quick, "quick", false, "latency: smoke test: every peer at 2k msg/s, 2,000 messages, 1 round, short ping-pong and fan-out, no search; "+
+		"exits 1 unless every peer delivered everything and the output parses (checks no speed)")
+	fs.StringVar(&ls.baseline, "baseline", "", "latency: also run the feed handler and subscriber of this git revision (e.g. a commit before a change), as peers baseline-MODE, in the same rounds")
+	markdown := fs.String("markdown", "", "latency: also write the report as Markdown to this file (BENCHMARKS.md)")
+	// Throughput mode.
+	fs.Uint64Var(&s.count, "count", 2_000_000, "throughput: messages the feed handler publishes per tickcast run")
+	fs.IntVar(&s.repeat, "repeat", 3, "throughput: rounds (one floor run and one tickcast run per mode each)")
+	fs.IntVar(&s.size, "size", 0, "throughput: floor datagram size in bytes (0: tickcast's mean packet size, measured in the warm-up run)")
+	fs.IntVar(&s.batch, "batch", 16, "throughput: datagrams per sendmmsg, for the floor sender and the feed handler's --send-batch alike")
+	fs.BoolVar(&s.busyPoll, "busy-poll", false, "throughput: also run tickcast with the subscriber in busy-poll mode each round")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: tickbench [flags]\n\n"+
-			"Measures tickcast (feedhandler → subscriber) on loopback multicast beside a raw\n"+
-			"sendmmsg/recvmmsg floor, interleaved, and reports the ratios. See docs/bench.md.\n\n")
+		fmt.Fprintf(stderr, "usage: tickbench [flags]            latency (default)\n"+
+			"       tickbench --throughput [flags]\n\n"+
+			"Latency: paced rates, each peer a sender and a receiver process on loopback multicast: a raw-socket\n"+
+			"floor (blocking epoll+recvmmsg and busy-poll), tickcast (feedhandler → subscriber, per --modes) and\n"+
+			"NATS core; interleaved rounds, medians and spreads, ratios, rate search, ping-pong (with sockperf)\n"+
+			"and fan-out; .hgrm files and SVG plots in --outdir. --quick is a smoke test of all of it.\n"+
+			"Throughput: tickcast at full speed beside a raw sendmmsg/recvmmsg floor, and the ratios.\n"+
+			"See docs/bench.md.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -116,12 +189,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if err := s.validate(); err != nil {
-		fmt.Fprintf(stderr, "tickbench: %v\n", err)
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tickbench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if !throughput {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if channels == "" {
+			channels = "1,4"
+		}
+		if err := ls.parse(s.timeout, channels, rates, searchRates, modes, fanSubs, search, set); err != nil {
+			fmt.Fprintf(stderr, "tickbench: %v\n", err)
+			return 2
+		}
+		return runLatencyMain(ctx, ls, s, *markdown, stdout, stderr)
+	}
+	if channels == "" {
+		channels = "1"
+	}
+	var err error
+	if s.channels, err = strconv.Atoi(channels); err != nil {
+		fmt.Fprintf(stderr, "tickbench: --channels %q: --throughput takes one number\n", channels)
+		return 2
+	}
+	if err := s.validate(); err != nil {
+		fmt.Fprintf(stderr, "tickbench: %v\n", err)
+		return 2
+	}
 	res, err := measure(ctx, s, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tickbench: %v\n", err)
@@ -247,4 +344,174 @@ func measure(ctx context.Context, s settings, progress io.Writer) (*result, erro
 	}
 	res.summarize()
 	return res, nil
+}
+
+// parse checks the latency flags and fills ls from the comma-separated
+// lists; set holds the flags given on the command line, which --quick does
+// not override.
+func (ls *latSettings) parse(timeout time.Duration, channels, rates, searchRates, modes, fanSubs string, search bool, set map[string]bool) error {
+	var err error
+	ls.timeout = timeout
+	if ls.channels, err = parseInts("channels", channels, 1, 32); err != nil {
+		return err
+	}
+	if ls.fanSubs, err = parseInts("fanout-subs", fanSubs, 1, 8); err != nil {
+		return err
+	}
+	if ls.rates, err = parseRates("rates", rates); err != nil {
+		return err
+	}
+	if search {
+		if ls.searchRates, err = parseRates("search-rates", searchRates); err != nil {
+			return err
+		}
+	}
+	for _, m := range strings.Split(modes, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			ls.modes = append(ls.modes, m)
+		}
+	}
+	if ls.quick {
+		// A smoke test: low rate, few messages, one round, the search off.
+		if !set["rates"] {
+			ls.rates = []float64{2000}
+		}
+		if !set["rounds"] {
+			ls.rounds = 1
+		}
+		if !set["search"] {
+			ls.searchRates = nil
+		}
+		if !set["pingpong-count"] {
+			ls.ppCount = 2000
+		}
+		if !set["fanout-count"] {
+			ls.fanCount = 20000
+		}
+		ls.count = 2000
+	}
+	if ls.sockperf != "" {
+		if _, err := os.Stat(ls.sockperf); err != nil {
+			ls.sockperf = ""
+		}
+	}
+	switch {
+	case ls.rounds < 1 || ls.rounds > 50:
+		return fmt.Errorf("--rounds %d: want 1..50", ls.rounds)
+	case ls.duration < 100*time.Millisecond || ls.duration > time.Minute:
+		return fmt.Errorf("--duration %v: want 100ms..1m", ls.duration)
+	case ls.probeDur < 100*time.Millisecond || ls.probeDur > time.Minute:
+		return fmt.Errorf("--probe-duration %v: want 100ms..1m", ls.probeDur)
+	case ls.ppCount < 1 || ls.ppCount > 10_000_000:
+		return fmt.Errorf("--pingpong-count %d: want 1..10000000", ls.ppCount)
+	case ls.fanCount < 1000 || ls.fanCount > 100_000_000:
+		return fmt.Errorf("--fanout-count %d: want 1000..100000000", ls.fanCount)
+	case timeout < time.Second:
+		return fmt.Errorf("--timeout %v: want at least 1s", timeout)
+	}
+	// Every run must fit its children's time limit with room to start.
+	for _, r := range append(slices.Clone(ls.rates), ls.searchRates...) {
+		if d := time.Duration(float64(ls.countFor(r, false)) / r * float64(time.Second)); d > timeout/2 {
+			return fmt.Errorf("a run at %s msg/s lasts %v: more than half of --timeout %v", rateName(r), d, timeout)
+		}
+	}
+	return nil
+}
+
+// parseInts parses a comma-separated list of ints in lo..hi.
+func parseInts(name, s string, lo, hi int) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < lo || n > hi {
+			return nil, fmt.Errorf("--%s %q: want numbers %d..%d, comma separated", name, s, lo, hi)
+		}
+		out = append(out, n)
+	}
+	return distinct(out), nil
+}
+
+// parseRates parses a comma-separated list of rates in msg/s; a k or M
+// suffix multiplies by 1e3 or 1e6.
+func parseRates(name, s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		mul := 1.0
+		switch {
+		case strings.HasSuffix(f, "k"):
+			mul, f = 1e3, strings.TrimSuffix(f, "k")
+		case strings.HasSuffix(f, "M"):
+			mul, f = 1e6, strings.TrimSuffix(f, "M")
+		}
+		r, err := strconv.ParseFloat(f, 64)
+		if err != nil || r*mul < 100 || r*mul > 10e6 {
+			return nil, fmt.Errorf("--%s %q: want rates of 100..10M msg/s, comma separated", name, s)
+		}
+		out = append(out, r*mul)
+	}
+	return distinct(out), nil
+}
+
+// runLatencyMain runs the latency mode and writes its outputs; it returns
+// the exit status.
+func runLatencyMain(ctx context.Context, ls latSettings, s settings, markdown string, stdout, stderr io.Writer) int {
+	if ls.sockperf == "" && ls.pingpong {
+		fmt.Fprintln(stderr, "tickbench: note: sockperf not found (Debian package sockperf): its ping-pong is skipped")
+	}
+	res, err := runLatency(ctx, ls, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "tickbench: %v\n", err)
+		return 1
+	}
+	if ls.sockperf == "" && ls.pingpong {
+		res.Notes = append(res.Notes, "sockperf not installed: its ping-pong was skipped")
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		fmt.Fprintf(stderr, "tickbench: %v\n", err)
+		return 1
+	}
+	var files []string
+	if s.out != "" {
+		files = append(files, s.out)
+	}
+	if ls.outdir != "" {
+		files = append(files, filepath.Join(ls.outdir, "result.json"))
+	}
+	for _, f := range files {
+		if err := os.WriteFile(f, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintf(stderr, "tickbench: %v\n", err)
+			return 1
+		}
+	}
+	if markdown != "" {
+		var md strings.Builder
+		writeMarkdown(&md, res)
+		if err := os.WriteFile(markdown, []byte(md.String()), 0o644); err != nil {
+			fmt.Fprintf(stderr, "tickbench: %v\n", err)
+			return 1
+		}
+	}
+	if s.json {
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		printLatency(stdout, res)
+	}
+	if !ls.quick {
+		return 0
+	}
+	// The smoke test: the JSON must read back to the same runs, and
+	// every peer must have delivered everything.
+	var back latResult
+	bad := quickCheck(res)
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Runs) != len(res.Runs) || len(back.Summary) != len(res.Summary) {
+		bad = append(bad, fmt.Sprintf("the JSON result does not read back: %v", err))
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "tickbench: --quick: %d problem(s):\n  %s\n", len(bad), strings.Join(bad, "\n  "))
+		return 1
+	}
+	fmt.Fprintln(stderr, "tickbench: --quick: every peer delivered everything; output parsed")
+	return 0
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -37,10 +38,11 @@ type proc struct {
 	ready  chan struct{} // closed when stderr shows the readiness line
 	done   chan struct{} // closed when the output is read and the process waited for
 
-	mu      sync.Mutex
-	stdout  []stampedLine
-	stderr  []string
-	waitErr error // set before done is closed
+	mu        sync.Mutex
+	readyLine string // the stderr line that held the readiness mark
+	stdout    []stampedLine
+	stderr    []string
+	waitErr   error // set before done is closed
 }
 
 // startProc starts exe (program and leading arguments) with args. The child
@@ -95,11 +97,12 @@ func startProc(ctx context.Context, name string, timeout time.Duration, exe, arg
 		seen := false
 		for sc.Scan() {
 			line := sc.Text()
+			p.mu.Lock()
 			if !seen && readyMark != "" && strings.Contains(line, readyMark) {
 				seen = true
+				p.readyLine = line
 				close(p.ready)
 			}
-			p.mu.Lock()
 			if p.stderr = append(p.stderr, line); len(p.stderr) > stderrTail {
 				p.stderr = p.stderr[1:]
 			}
@@ -185,6 +188,23 @@ func (p *proc) cpuSeconds() float64 {
 		return 0
 	}
 	return (p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()).Seconds()
+}
+
+// readyText returns what follows the readiness mark on its line (the
+// address a server role listens on, for one).
+func (p *proc) readyText(mark string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, after, _ := strings.Cut(p.readyLine, mark)
+	return strings.TrimSpace(after)
+}
+
+// terminate asks the process to end (SIGTERM), as the server roles expect
+// when the run is over; kill remains the backstop.
+func (p *proc) terminate() {
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
 }
 
 // kill ends the process if it still runs and releases its timer. It is

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tickcast/tickcast/feed"
@@ -22,6 +24,19 @@ const (
 	subIdleTimeout = 2 * time.Second
 )
 
+// hermeticFeedhandlerArgs keep a feed handler run to itself and end it with
+// its session: no linger after the end of session (the summary line comes
+// at once, and the time window is measured from it), the embedded NATS
+// server on a free port (none of the fixed 4222 that other runs on the host
+// may use), no live copy of the feed on NATS (nobody reads it), no metrics
+// listener.
+var hermeticFeedhandlerArgs = []string{"--linger", "0s", "--nats-listen", "127.0.0.1:0", "--nats-live=false", "--metrics-addr="}
+
+// hermeticSubscriberArgs are the subscriber's counterpart: no recovery
+// (the feed handler's NATS port is not known in advance; a loss is reported
+// as missing) and no metrics listener.
+var hermeticSubscriberArgs = []string{"--recovery=false", "--metrics-addr="}
+
 // buildBinaries builds the feed handler and the subscriber into dir and
 // returns their paths. Building (rather than running whatever is installed)
 // makes the measurement about the source tree tickbench was started from.
@@ -32,6 +47,43 @@ func buildBinaries(ctx context.Context, dir string) (feedhandler, subscriber str
 		"github.com/tickcast/tickcast/cmd/feedhandler", "github.com/tickcast/tickcast/cmd/subscriber")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("go build (run tickbench from inside the tickcast module): %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "feedhandler"), filepath.Join(dir, "subscriber"), nil
+}
+
+// buildAt builds the feed handler and the subscriber of git revision rev
+// (a commit, tag or branch of the repository tickbench runs in) into dir,
+// from a copy of that revision's tree made with git archive.
+func buildAt(ctx context.Context, rev, dir string) (feedhandler, subscriber string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", "", err
+	}
+	archive := exec.CommandContext(ctx, "git", "archive", "--format=tar", rev)
+	untar := exec.CommandContext(ctx, "tar", "-x", "-C", src)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return "", "", err
+	}
+	untar.Stdin = pipe
+	var aerr strings.Builder
+	archive.Stderr = &aerr
+	if err := untar.Start(); err != nil {
+		return "", "", fmt.Errorf("tar: %v", err)
+	}
+	if err := archive.Run(); err != nil {
+		untar.Wait()
+		return "", "", fmt.Errorf("--baseline %s: git archive: %v %s", rev, err, strings.TrimSpace(aerr.String()))
+	}
+	if err := untar.Wait(); err != nil {
+		return "", "", fmt.Errorf("--baseline %s: tar: %v", rev, err)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir, "./cmd/feedhandler", "./cmd/subscriber")
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("--baseline %s: go build: %v\n%s", rev, err, out)
 	}
 	return filepath.Join(dir, "feedhandler"), filepath.Join(dir, "subscriber"), nil
 }
@@ -157,6 +209,7 @@ func runTickcast(ctx context.Context, c tickcastConfig) (tickcastResult, error) 
 	channels := strconv.Itoa(c.Channels)
 	subArgs := []string{"--group", g, "--iface", "127.0.0.1", "--channels", channels, "--expect", count, "--mode", c.Mode, "--cpu", "-1",
 		"--idle-timeout", subIdleTimeout.String(), "--format", "none", "--log-format", "json", "--log-level", "info"}
+	subArgs = append(subArgs, hermeticSubscriberArgs...)
 	sub, err := startProc(ctx, "subscriber", c.Timeout, []string{c.Subscriber}, subArgs, `"message":"subscribed"`)
 	if err != nil {
 		return tickcastResult{}, err
@@ -170,6 +223,7 @@ func runTickcast(ctx context.Context, c tickcastConfig) (tickcastResult, error) 
 	fhArgs := []string{"--group", g, "--iface", "127.0.0.1", "--ttl", "0", "--channels", channels, "--count", count, "--rate", "0",
 		"--send-batch", strconv.Itoa(c.Batch), "--seed", strconv.Itoa(feedSeed), "--instruments", strconv.Itoa(feedInstruments),
 		"--log-format", "json", "--log-level", "warn"}
+	fhArgs = append(fhArgs, hermeticFeedhandlerArgs...)
 	fh, err := startProc(ctx, "feedhandler", c.Timeout, []string{c.Feedhandler}, fhArgs, "")
 	if err != nil {
 		return tickcastResult{}, err

@@ -11,12 +11,14 @@ import (
 // injector and recovery disabled, the messages the subscriber reports missing are
 // exactly the messages inside the dropped datagrams, and every message that
 // did arrive verifies.
-func TestInjectedLossIsExactlyMissing(t *testing.T) {
+func TestInjectedLossIsExactlyMissing(t *testing.T) { eachMode(t, testInjectedLossIsExactlyMissing) }
+
+func testInjectedLossIsExactlyMissing(t *testing.T, mode string) {
 	ga, _, _ := groups(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const count = 200_000
-	sub := start(t, ctx, subscriberBin, "--verify", "--group", ga, "--inject-loss", "0.05", "--inject-seed", "7", "--idle-timeout", "3s", "--recovery=false")
+	sub := start(t, ctx, subscriberBin, "--mode", mode, "--verify", "--group", ga, "--inject-loss", "0.05", "--inject-seed", "7", "--idle-timeout", "3s", "--recovery=false")
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)
 	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "200000", "--group", ga)
 	if code := fh.wait(t, 30*time.Second); code != 0 {
@@ -44,12 +46,14 @@ func TestInjectedLossIsExactlyMissing(t *testing.T) {
 // TestSilencedLineA: A and B lines; line A goes silent 200 ms into the run.
 // Nothing is missing, no gap is even seen, A's packet count stalls while B
 // keeps winning.
-func TestSilencedLineA(t *testing.T) {
+func TestSilencedLineA(t *testing.T) { eachMode(t, testSilencedLineA) }
+
+func testSilencedLineA(t *testing.T, mode string) {
 	ga, gb, _ := groups(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const count = 200_000
-	sub := start(t, ctx, subscriberBin, "--verify", "--group", ga, "--group-b", gb, "--silence-line", "A:200ms", "--expect", strconv.Itoa(count))
+	sub := start(t, ctx, subscriberBin, "--mode", mode, "--verify", "--group", ga, "--group-b", gb, "--silence-line", "A:200ms", "--expect", strconv.Itoa(count))
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)
 	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "200000", "--group", ga, "--group-b", gb)
 	if code := fh.wait(t, 30*time.Second); code != 0 {
@@ -72,7 +76,9 @@ func TestSilencedLineA(t *testing.T) {
 // messages at full speed, with 5% of datagrams lost, bursts of 500 lost
 // datagrams, duplicates and reordering injected. Every message arrives
 // exactly once, in order, verified; what was dropped was recovered.
-func TestRecoveryUnderHeavyFaults(t *testing.T) {
+func TestRecoveryUnderHeavyFaults(t *testing.T) { eachMode(t, testRecoveryUnderHeavyFaults) }
+
+func testRecoveryUnderHeavyFaults(t *testing.T, mode string) {
 	count := 1_000_000
 	if testing.Short() {
 		count = 200_000
@@ -81,7 +87,7 @@ func TestRecoveryUnderHeavyFaults(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	n := strconv.Itoa(count)
-	sub := start(t, ctx, subscriberBin, "--verify", "--group", ga, "--expect", n,
+	sub := start(t, ctx, subscriberBin, "--mode", mode, "--verify", "--group", ga, "--expect", n,
 		"--inject-loss", "0.05", "--inject-burst", "0.01", "--inject-burst-len", "500",
 		"--inject-dup", "0.02", "--inject-reorder", "0.05", "--inject-seed", "11")
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)

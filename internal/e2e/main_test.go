@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tickcast/tickcast/ud"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -172,4 +173,17 @@ func tail(s string) string {
 		return "..." + s[len(s)-3000:]
 	}
 	return s
+}
+
+// eachMode runs f once per subscriber receive mode (--mode), as subtests:
+// the end-to-end, recovery and fault tests hold for every way datagrams can
+// reach the handler. With -short (the race detector's run) only the
+// default mode and blocking run.
+func eachMode(t *testing.T, f func(t *testing.T, mode string)) {
+	for _, m := range ud.Modes {
+		if testing.Short() && m != ud.Blocking && m != ud.Direct {
+			continue
+		}
+		t.Run(m.String(), func(t *testing.T) { f(t, m.String()) })
+	}
 }

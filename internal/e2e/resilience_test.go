@@ -189,7 +189,9 @@ func channelSessions(t *testing.T, fh *proc, channels int) (sessions []string, o
 // the wire, notices each new session at its first packet, and receives and
 // verifies every message of the new sessions. Messages of the old sessions
 // are exactly those the first feed handler got onto the wire.
-func TestFeedHandlerKilledAndRestarted(t *testing.T) {
+func TestFeedHandlerKilledAndRestarted(t *testing.T) { eachMode(t, testFeedHandlerKilledAndRestarted) }
+
+func testFeedHandlerKilledAndRestarted(t *testing.T, mode string) {
 	const (
 		channels  = 4
 		count2    = 100_000
@@ -199,7 +201,7 @@ func TestFeedHandlerKilledAndRestarted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	wire := observeWire(t, ga, channels)
-	sub := start(t, ctx, subscriberBin, "--verify", "--group", ga, "--idle-timeout", "8s")
+	sub := start(t, ctx, subscriberBin, "--mode", mode, "--verify", "--group", ga, "--idle-timeout", "8s")
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)
 
 	fh1 := start(t, ctx, feedhandlerBin, "--count", "2000000", "--rate", "100000", "--group", ga)

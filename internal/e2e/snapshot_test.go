@@ -13,7 +13,9 @@ import (
 // each channel's snapshot instead of replaying the session, then receives
 // every later message in order, verified; with the snapshot sequences, the
 // messages it received account for the whole feed and nothing is missing.
-func TestLateJoinFromSnapshot(t *testing.T) {
+func TestLateJoinFromSnapshot(t *testing.T) { eachMode(t, testLateJoinFromSnapshot) }
+
+func testLateJoinFromSnapshot(t *testing.T, mode string) {
 	ga, _, _ := groups(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -25,8 +27,8 @@ func TestLateJoinFromSnapshot(t *testing.T) {
 	// gap, answered by the snapshot), one whose window does not (a late join:
 	// live messages wait for the snapshot).
 	subs := map[string]*proc{
-		"window 131072": start(t, ctx, subscriberBin, "--verify", "--group", ga),
-		"window 4096":   start(t, ctx, subscriberBin, "--verify", "--group", ga, "--window", "4096"),
+		"window 131072": start(t, ctx, subscriberBin, "--mode", mode, "--verify", "--group", ga),
+		"window 4096":   start(t, ctx, subscriberBin, "--mode", mode, "--verify", "--group", ga, "--window", "4096"),
 	}
 	if code := fh.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("feedhandler exit %d", code)
@@ -62,12 +64,14 @@ func TestLateJoinFromSnapshot(t *testing.T) {
 // the first 800 ms of a run (the last packets, every end of session and every
 // repeat of it). It notices the silence, asks recovery for what follows, and
 // gets the tail and the end of the session while the feed handler lingers.
-func TestGracefulStopRecoversLostTail(t *testing.T) {
+func TestGracefulStopRecoversLostTail(t *testing.T) { eachMode(t, testGracefulStopRecoversLostTail) }
+
+func testGracefulStopRecoversLostTail(t *testing.T, mode string) {
 	ga, _, _ := groups(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const count = 150_000
-	sub := start(t, ctx, subscriberBin, "--verify", "--group", ga, "--silence-line", "A:800ms")
+	sub := start(t, ctx, subscriberBin, "--mode", mode, "--verify", "--group", ga, "--silence-line", "A:800ms")
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)
 	fh := start(t, ctx, feedhandlerBin, "--count", "150000", "--rate", "100000", "--group", ga, "--linger", "5s")
 	code := sub.wait(t, 30*time.Second)

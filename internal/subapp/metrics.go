@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"runtime/metrics"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -11,6 +12,7 @@ import (
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/internal/metricsrv"
+	"golang.org/x/sys/unix"
 )
 
 // appMetrics is the subscriber's tickcast.Observer: it feeds the Prometheus
@@ -22,6 +24,12 @@ type appMetrics struct {
 	lat     *tickcast.LatencyMetrics
 	hdr     *hdrhistogram.Histogram // send to release, ns; polling goroutine only
 	tickHdr *hdrhistogram.Histogram // feed handler's receipt of the tick to release, ns; polling goroutine only
+	// The stages of the path, each a histogram in ns: in the feed handler
+	// (tick received to send stamp), on the wire and in the kernel up to
+	// the receive call that took the datagram (send stamp to the receive
+	// stamp), and from that call to the release to the handler (hand-off
+	// between threads, if any, and the subscriber's own work).
+	stageFH, stageWire, stageRelease *hdrhistogram.Histogram
 	// relNs is the release time Released was last given: the handler's
 	// message that follows it is the same message, so tick reads it.
 	relNs int64
@@ -34,8 +42,9 @@ const hdrMaxNs = int64(time.Minute)
 
 func newAppMetrics() *appMetrics {
 	// Three significant digits from 1 ns to a minute: about 200 KB.
-	return &appMetrics{lat: tickcast.NewLatencyMetrics(), hdr: hdrhistogram.New(1, hdrMaxNs, 3),
-		tickHdr: hdrhistogram.New(1, hdrMaxNs, 3)}
+	h := func() *hdrhistogram.Histogram { return hdrhistogram.New(1, hdrMaxNs, 3) }
+	return &appMetrics{lat: tickcast.NewLatencyMetrics(), hdr: h(), tickHdr: h(),
+		stageFH: h(), stageWire: h(), stageRelease: h()}
 }
 
 // Released implements tickcast.Observer.
@@ -46,6 +55,12 @@ func (m *appMetrics) Released(ch int, sendNs, recvNs, nowNs int64) {
 		// Clamped into the range, so RecordValue cannot fail (its error
 		// would allocate).
 		m.hdr.RecordValue(min(max(nowNs-sendNs, 1), hdrMaxNs))
+		if recvNs > 0 {
+			m.stageWire.RecordValue(min(max(recvNs-sendNs, 1), hdrMaxNs))
+		}
+	}
+	if recvNs > 0 {
+		m.stageRelease.RecordValue(min(max(nowNs-recvNs, 1), hdrMaxNs))
 	}
 }
 
@@ -60,6 +75,9 @@ func (m *appMetrics) tick(msg []byte) {
 	}
 	if recvNs := int64(binary.LittleEndian.Uint64(msg[feed.RecvNsOffset:])); recvNs > 0 {
 		m.tickHdr.RecordValue(min(max(m.relNs-recvNs, 1), hdrMaxNs))
+		if sendNs := int64(binary.LittleEndian.Uint64(msg[feed.SendNsOffset:])); sendNs > 0 {
+			m.stageFH.RecordValue(min(max(sendNs-recvNs, 1), hdrMaxNs))
+		}
 	}
 }
 
@@ -108,6 +126,70 @@ type LatencySummary struct {
 	TickLatencyP99Us  float64 `json:"tick_latency_p99_us"`
 	TickLatencyP999Us float64 `json:"tick_latency_p999_us"`
 	TickLatencyMaxUs  float64 `json:"tick_latency_max_us"`
+}
+
+// StageSummary splits the path of a message into stages, in microseconds
+// (median and 99th percentile over every stream message): in the feed
+// handler, from its receipt of the tick to the send stamp (batching and
+// pacing included); from the send stamp to the subscriber's receive call
+// returning with the datagram (the kernel, and the wakeup of the thread
+// that receives); and from there to the release to the handler (the
+// hand-off to the handler's goroutine, when receiving is a thread of its
+// own, and the subscriber's work). It also counts the wakeups: context
+// switches of the whole process per packet received, and the Go
+// scheduler's latency (how long goroutines waited to run, from
+// runtime/metrics /sched/latencies:seconds).
+type StageSummary struct {
+	FHP50Us           float64 `json:"stage_tick_to_send_p50_us"`
+	FHP99Us           float64 `json:"stage_tick_to_send_p99_us"`
+	WireP50Us         float64 `json:"stage_send_to_receive_p50_us"`
+	WireP99Us         float64 `json:"stage_send_to_receive_p99_us"`
+	ReleaseP50Us      float64 `json:"stage_receive_to_release_p50_us"`
+	ReleaseP99Us      float64 `json:"stage_receive_to_release_p99_us"`
+	CtxSwitchesPerPkt float64 `json:"context_switches_per_packet"`
+	SchedP50Us        float64 `json:"sched_latency_p50_us"`
+	SchedP99Us        float64 `json:"sched_latency_p99_us"`
+}
+
+func (m *appMetrics) stages(packets uint64) StageSummary {
+	us := func(h *hdrhistogram.Histogram, q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1e3 }
+	st := StageSummary{FHP50Us: us(m.stageFH, 50), FHP99Us: us(m.stageFH, 99),
+		WireP50Us: us(m.stageWire, 50), WireP99Us: us(m.stageWire, 99),
+		ReleaseP50Us: us(m.stageRelease, 50), ReleaseP99Us: us(m.stageRelease, 99)}
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil && packets > 0 {
+		st.CtxSwitchesPerPkt = float64(ru.Nvcsw+ru.Nivcsw) / float64(packets)
+	}
+	st.SchedP50Us, st.SchedP99Us = schedLatency()
+	return st
+}
+
+// schedLatency returns the median and 99th percentile of the Go scheduler's
+// latency histogram since the process started, in microseconds.
+func schedLatency() (p50, p99 float64) {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0, 0
+	}
+	h := s[0].Value.Float64Histogram()
+	var total uint64
+	for _, c := range h.Counts {
+		total += c
+	}
+	q := func(f float64) float64 {
+		want, acc := uint64(f*float64(total)), uint64(0)
+		for i, c := range h.Counts {
+			if acc += c; acc > want {
+				return h.Buckets[i+1] * 1e6 // the bucket's upper bound
+			}
+		}
+		return 0
+	}
+	if total == 0 {
+		return 0, 0
+	}
+	return q(0.5), q(0.99)
 }
 
 func (m *appMetrics) summary() LatencySummary {

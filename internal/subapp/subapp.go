@@ -328,6 +328,7 @@ type Summary struct {
 	MsgsPerS         float64 `json:"msgs_per_s"`
 	RcvBuf           int     `json:"rcvbuf"`
 	LatencySummary
+	StageSummary
 	ExitReason string `json:"exit_reason"`
 	OK         bool   `json:"ok"`
 
@@ -391,6 +392,11 @@ func (a *App) Run(ctx context.Context) int {
 	elapsed := time.Since(start)
 	h.w.Flush()
 	metrics.Read(allocs)
+	// Drops after the last datagram received (a lost tail) reach the
+	// receive path only with a next datagram: ask the kernel.
+	if err := a.sub.SyncKernelDrops(); err != nil {
+		a.log.Debug().Err(err).Msg("kernel drop count")
+	}
 	st := a.sub.Stats()
 	sum := Summary{
 		Role: "subscriber", Channels: a.sub.Channels(), Received: h.received, Expected: a.s.Expect,
@@ -414,6 +420,7 @@ func (a *App) Run(ctx context.Context) int {
 	}
 	a.addInjected(&sum)
 	sum.LatencySummary = a.met.summary()
+	sum.StageSummary = a.met.stages(st.Packets)
 	a.met.writeLatency(a.s.LatencyOut, a.log)
 	if h.received > 0 {
 		sum.MallocsPerMsg = float64(allocs[0].Value.Uint64()-allocs0) / float64(h.received)

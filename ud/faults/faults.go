@@ -178,6 +178,15 @@ func (r *Receiver) Stats() ud.RecvStats { return r.inner.Stats() }
 // Close closes the wrapped receiver.
 func (r *Receiver) Close() error { return r.inner.Close() }
 
+// SyncDrops brings the wrapped receiver's kernel drop count up to date, if
+// it can (ud.DropSyncer).
+func (r *Receiver) SyncDrops() error {
+	if d, ok := r.inner.(ud.DropSyncer); ok {
+		return d.SyncDrops()
+	}
+	return nil
+}
+
 // Fill receives on the wrapped receiver if it has no receive loop of its own
 // (ud.Filler) and returns how many datagrams it received, before faults; it
 // returns 0 for a wrapped receiver with a receive loop. Consumer only.

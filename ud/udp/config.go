@@ -163,8 +163,6 @@ func (c Config) validate() error {
 		return bad("MaxDatagram", c.MaxDatagram, "not in 1–"+strconv.Itoa(MaxDatagramLimit))
 	case c.Mode < Blocking || c.Mode > DirectSpin:
 		return bad("Mode", c.Mode, "not Blocking, BusyPoll, Direct or DirectSpin")
-	case c.Mode == Direct && c.Notifier == nil:
-		return bad("Mode", c.Mode, "Direct needs a Notifier to wait on the socket")
 	case c.CPU < -1 || c.CPU >= cpuSetSize:
 		return bad("CPU", c.CPU, "not -1 (no pinning) or a CPU index below "+strconv.Itoa(cpuSetSize))
 	}

@@ -76,6 +76,7 @@ type Receiver struct {
 	fillMu   sync.Mutex
 	watch    int  // index in the Notifier's watch set (Direct)
 	watching bool // registered with the Notifier
+	fillFull bool // in a ring-full episode (Fill)
 
 	// Owned by the receive loop.
 	lastDropRaw uint32 // latest SO_RXQ_OVFL value (the kernel's 32-bit counter)
@@ -92,6 +93,9 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if c.Mode == Direct && c.Notifier == nil {
+		return nil, &ConfigError{Field: "Mode", Value: c.Mode, Reason: "Direct needs a Notifier to wait on the socket"}
 	}
 	ring, err := ud.NewRing(c.RingSlots, c.MaxDatagram)
 	if err != nil {
@@ -305,9 +309,13 @@ func (r *Receiver) Fill() int {
 	if free == 0 {
 		// The consumer holds every slot. The socket stays marked ready:
 		// the next Fill after a release receives.
-		r.ringFull.Add(1)
+		if !r.fillFull {
+			r.fillFull = true
+			r.ringFull.Add(1) // once per episode, as the receive loop counts
+		}
 		return 0
 	}
+	r.fillFull = false
 	free = min(free, r.cfg.Batch)
 	for k := start; k < start+free; k++ {
 		r.hdrs[k].Hdr.Controllen = ctrlSpace
@@ -376,7 +384,7 @@ func (r *Receiver) deliver(start, got int) {
 	if trunc > 0 {
 		r.truncated.Add(trunc)
 	}
-	r.kernelDrops.Store(r.drops)
+	storeMax(&r.kernelDrops, r.drops)
 	r.ring.Publish(w - start)
 }
 
@@ -448,6 +456,9 @@ func (r *Receiver) Wait(timeout time.Duration) error {
 		}
 		r.Fill()
 	}
+	if r.closed.Load() && r.ring.Len() == 0 {
+		return ud.ErrClosed
+	}
 	return nil
 }
 
@@ -483,6 +494,26 @@ func (r *Receiver) LocalAddr() (netip.AddrPort, error) {
 		return netip.AddrPort{}, r.cfg.opError("getsockname", fmt.Errorf("unexpected address %T", sa))
 	}
 	return netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port)), nil
+}
+
+// storeMax raises v to n unless it is already at least n.
+func storeMax(v *atomic.Uint64, n uint64) {
+	for old := v.Load(); n > old && !v.CompareAndSwap(old, n); old = v.Load() {
+	}
+}
+
+// SyncDrops brings RecvStats.KernelDrops up to date from /proc/net/udp
+// (ud.DropSyncer): the kernel reports drops to the receive path only with
+// the next datagram received, so drops after the last one (a lost tail, a
+// lost end of session) show only here. It reads a file: call it off the
+// hot path, as before a final summary. Any goroutine.
+func (r *Receiver) SyncDrops() error {
+	n, err := r.ProcNetDrops()
+	if err != nil {
+		return err
+	}
+	storeMax(&r.kernelDrops, n)
+	return nil
 }
 
 // ProcNetDrops reads this socket's drop count from /proc/net/udp, found by

@@ -39,7 +39,7 @@ func freePort(t testing.TB) int {
 }
 
 func testConfig(group netip.Addr, port int, mode Mode) Config {
-	return Config{
+	c := Config{
 		Group:     group,
 		Port:      port,
 		Interface: netip.AddrFrom4([4]byte{127, 0, 0, 1}),
@@ -47,6 +47,22 @@ func testConfig(group netip.Addr, port int, mode Mode) Config {
 		Mode:      mode,
 		CPU:       -1,
 	}
+	if mode == Direct {
+		c.Notifier = ud.NewNotifier()
+	}
+	return c
+}
+
+// pump receives on a receiver without a receive loop, as its consumer does
+// when it wakes; it does nothing for the others.
+func pump(r *Receiver) {
+	if r.cfg.Mode.Threaded() {
+		return
+	}
+	if r.watching {
+		r.cfg.Notifier.SetReady(r.watch, true)
+	}
+	r.Fill()
 }
 
 func newSender(t testing.TB, cfg Config) *Sender {
@@ -69,7 +85,10 @@ func newReceiver(t testing.TB, cfg Config) *Receiver {
 	return r
 }
 
-var modes = []Mode{Blocking, BusyPoll}
+// modes are every receive mode. Without a receive loop (Direct,
+// DirectSpin) nothing fills the ring until the consumer asks: Wait does, and
+// tests that watch the ring fill call pump.
+var modes = ud.Modes
 
 // datagram returns test datagram seq: its size and every byte are functions
 // of seq, and datagrams of at least 4 bytes start with seq, so any loss,
@@ -301,6 +320,7 @@ func TestCloseWithFullRing(t *testing.T) {
 					t.Fatalf("ring never filled: %+v", r.Stats())
 				}
 				time.Sleep(time.Millisecond)
+				pump(r)
 			}
 			closed := make(chan error, 1)
 			go func() { closed <- r.Close() }()
@@ -359,6 +379,7 @@ func TestKernelDropsAccounting(t *testing.T) {
 				}
 				seq++
 				time.Sleep(time.Millisecond)
+				pump(r)
 			}
 			// The burst: the consumer holds every slot, and the socket
 			// buffer holds a few datagrams at most.
@@ -395,6 +416,7 @@ func TestKernelDropsAccounting(t *testing.T) {
 			quiet := func() bool { // no datagram for 200 ms
 				n := r.Stats().Datagrams
 				time.Sleep(200 * time.Millisecond)
+				pump(r) // without a receive loop, nothing arrives unless asked
 				return r.Stats().Datagrams == n && r.Peek(0) == nil
 			}
 			drain(quiet)
@@ -681,5 +703,89 @@ func TestBusyPollPinning(t *testing.T) {
 	var op *OpError
 	if !errors.As(err, &op) || !strings.Contains(op.Op, "sched_setaffinity") {
 		t.Fatalf("NewReceiver pinned to CPU %d: %v, want a sched_setaffinity *OpError", cfg.CPU, err)
+	}
+}
+
+// TestDirectNotifierWait: Direct receivers of several groups share one
+// Notifier; the consumer sleeps in its epoll_wait and wakes for a datagram on
+// any of them, receiving it itself (Fill), and Signal wakes it too.
+func TestDirectNotifierWait(t *testing.T) {
+	n := ud.NewNotifier()
+	defer n.Close()
+	var rs []*Receiver
+	var ss []*Sender
+	for i := 0; i < 3; i++ {
+		cfg := testConfig(newGroup(), freePort(t), Direct)
+		cfg.Notifier = n
+		rs = append(rs, newReceiver(t, cfg))
+		ss = append(ss, newSender(t, cfg))
+	}
+	poll := func() int {
+		got := 0
+		for _, r := range rs {
+			got += r.Fill()
+		}
+		return got
+	}
+	done := make(chan struct{})
+	for round := 0; round < 30; round++ {
+		k := round % len(rs)
+		// Nothing queued: the wait sleeps until the datagram sent below
+		// arrives.
+		go func() {
+			time.Sleep(2 * time.Millisecond)
+			if err := ss[k].Send([][]byte{datagram(round, 100)}); err != nil {
+				t.Error(err)
+			}
+		}()
+		deadline := time.Now().Add(5 * time.Second)
+		for rs[k].Peek(0) == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: datagram to receiver %d never arrived: %+v", round, k, rs[k].Stats())
+			}
+			if !n.Wait(time.Second, done, poll) {
+				t.Fatal("Wait reported done")
+			}
+			poll()
+		}
+		if got := rs[k].Peek(0).Data(); string(got) != string(datagram(round, 100)) {
+			t.Fatalf("round %d: got %x", round, got)
+		}
+		rs[k].Release(1)
+		for i, r := range rs {
+			if i != k && r.Peek(0) != nil {
+				t.Fatalf("round %d: receiver %d got a datagram sent to %d", round, i, k)
+			}
+		}
+	}
+	// Signal wakes a consumer asleep in epoll_wait long before its timeout.
+	woke := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		n.Wait(time.Minute, done, func() int { return 0 })
+		woke <- time.Since(start)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	for i := 0; i < 100; i++ { // Signal only wakes a consumer that announced it waits
+		n.Signal()
+		select {
+		case d := <-woke:
+			t.Logf("Signal woke the epoll wait after %v", d)
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatal("Signal did not wake the consumer's epoll_wait")
+}
+
+// TestDirectNeedsNotifier: a Direct receiver without a Notifier has nothing
+// to wait on, and says so.
+func TestDirectNeedsNotifier(t *testing.T) {
+	cfg := testConfig(newGroup(), freePort(t), Direct)
+	cfg.Notifier = nil
+	_, err := NewReceiver(cfg)
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Mode" || !strings.Contains(err.Error(), "Notifier") {
+		t.Fatalf("NewReceiver(Direct, no Notifier) = %v, want a ConfigError on Mode naming the Notifier", err)
 	}
 }

@@ -1,0 +1,576 @@
+package main
+
+// The latency mode: every peer at every paced rate, in interleaved rounds,
+// each peer a sender process and a receiver process (plus a server for
+// NATS), all paced by package pace, the feed handler's pacer. See
+// docs/bench.md.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Peer names.
+const (
+	peerFloorBlocking = "floor-blocking"
+	peerFloorBusy     = "floor-busy-poll"
+	peerNATS          = "nats"
+	tickcastPrefix    = "tickcast-"
+	baselinePrefix    = "baseline-"
+)
+
+// Receive classes: a tickcast mode is compared with the floor of its class.
+const (
+	classBlocking = "blocking"
+	classBusy     = "busy"
+)
+
+// probeLimitUs is the floor p50 the rate search holds to.
+const probeLimitUs = 100
+
+// latSettings are the latency mode's flags.
+type latSettings struct {
+	rates       []float64
+	searchRates []float64 // empty: no search
+	rounds      int
+	modes       []string // empty: detect from subscriber --help
+	channels    []int
+	duration    time.Duration // per run at each rate: count = rate × duration
+	probeDur    time.Duration // per search probe
+	count       uint64        // fixed count per run, overriding duration (quick)
+	outdir      string
+	timeout     time.Duration
+	pingpong    bool
+	ppCount     uint64
+	sockperf    string // path; empty: none
+	fanout      bool
+	fanCount    uint64
+	fanSubs     []int
+	quick       bool
+	baseline    string // git revision whose programs also run, as baseline-MODE peers; empty: none
+}
+
+// procCPU is one process's CPU time (user + system, from its rusage).
+type procCPU struct {
+	Name     string  `json:"name"`
+	CPUS     float64 `json:"cpu_s"`
+	UsPerMsg float64 `json:"cpu_us_per_msg"` // per message delivered
+}
+
+// latRun is one peer at one rate in one round.
+type latRun struct {
+	Round     int     `json:"round"`
+	Channels  int     `json:"channels"`
+	Rate      float64 `json:"rate"`
+	Probe     bool    `json:"probe,omitempty"` // a rate-search probe (floor peers only)
+	Peer      string  `json:"peer"`
+	Class     string  `json:"class"`
+	Sent      uint64  `json:"sent"`
+	Delivered uint64  `json:"delivered"`
+	Lost      uint64  `json:"lost"`
+	// Achieved is delivered messages per second from the first send to the
+	// last receipt: below Rate when the sender could not keep the pace.
+	Achieved  float64   `json:"achieved_rate"`
+	Lat       latStats  `json:"latency"`                // send stamp to receipt (floor, NATS) or release (tickcast)
+	Tick      *latStats `json:"tick_latency,omitempty"` // tickcast: feed handler's receipt of the tick to release
+	LateP99Us float64   `json:"send_late_p99_us"`       // how late the sender's sends were against the pacer
+	Procs     []procCPU `json:"procs"`
+	Hgrm      string    `json:"hgrm,omitempty"`
+	Err       string    `json:"error,omitempty"`
+}
+
+// latEnv is what every run needs.
+type latEnv struct {
+	exe         []string // this program, for the roles
+	feedhandler string
+	subscriber  string
+	prefix      string // peer name prefix of the tickcast runs: tickcastPrefix or baselinePrefix
+	size        int    // payload bytes: tickcast's one-message packet
+	outdir      string
+	timeout     time.Duration
+}
+
+// runArgs are one run's parameters.
+type runArgs struct {
+	round, channels int
+	rate            float64
+	count           uint64
+	probe           bool
+}
+
+func (a runArgs) hgrm(env latEnv, peer string) string {
+	if env.outdir == "" {
+		return ""
+	}
+	return filepath.Join(env.outdir, "hgrm", fmt.Sprintf("c%d_%s_%s_round%d.hgrm", a.channels, rateName(a.rate), peer, a.round))
+}
+
+// rateName is a short name of a rate: 2k, 100k, 1.5M.
+func rateName(r float64) string {
+	switch {
+	case r == 0:
+		return "max"
+	case r >= 1e6:
+		return strconv.FormatFloat(r/1e6, 'f', -1, 64) + "M"
+	case r >= 1e3:
+		return strconv.FormatFloat(r/1e3, 'f', -1, 64) + "k"
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}
+
+// classOf is the receive class of a tickcast mode: a mode that spins is
+// compared with the busy-poll floor, the others with the blocking floor.
+func classOf(mode string) string {
+	if strings.Contains(mode, "busy") || strings.Contains(mode, "spin") {
+		return classBusy
+	}
+	return classBlocking
+}
+
+// detectModes reads the subscriber's --help and returns the receive modes
+// it lists, from the wanted ones (all known ones when want is empty), and a
+// note for each wanted mode it does not list.
+func detectModes(ctx context.Context, subscriber string, want []string) (modes, notes []string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, subscriber, "--help").CombinedOutput()
+	help := modeHelp(string(out))
+	if help == "" {
+		return nil, nil, fmt.Errorf("subscriber --help shows no --mode setting:\n%s", out)
+	}
+	auto := len(want) == 0
+	if auto {
+		want = []string{"blocking", "busy-poll", "direct", "direct-spin"}
+	}
+	for _, m := range want {
+		if regexp.MustCompile(`(^|[^a-z-])` + regexp.QuoteMeta(m) + `($|[^a-z-])`).MatchString(help) {
+			modes = append(modes, m)
+		} else if !auto || !strings.HasPrefix(m, "direct") {
+			notes = append(notes, fmt.Sprintf("mode %s skipped: subscriber --help does not list it", m))
+		} else {
+			notes = append(notes, fmt.Sprintf("mode %s not measured: this subscriber does not have it yet", m))
+		}
+	}
+	return modes, notes, nil
+}
+
+// modeHelp returns the help text of the --mode setting in a usage text.
+func modeHelp(usage string) string {
+	lines := strings.Split(usage, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "--mode ") {
+			var b strings.Builder
+			for _, m := range lines[i+1:] {
+				t := strings.TrimSpace(m)
+				if strings.HasPrefix(t, "--") || strings.HasPrefix(t, "env ") || t == "" {
+					break
+				}
+				b.WriteString(t + " ")
+			}
+			return b.String()
+		}
+	}
+	return ""
+}
+
+// cpuOf returns a process's CPU time per message delivered.
+func cpuOf(name string, p *proc, delivered uint64) procCPU {
+	c := procCPU{Name: name, CPUS: p.cpuSeconds()}
+	if delivered > 0 {
+		c.UsPerMsg = 1e6 * c.CPUS / float64(delivered)
+	}
+	return c
+}
+
+// finish fills the counts every run has.
+func (r *latRun) finish(sent, delivered uint64, startNs, lastNs int64) {
+	r.Sent, r.Delivered = sent, delivered
+	if delivered < sent {
+		r.Lost = sent - delivered
+	}
+	if w := time.Duration(lastNs - startNs).Seconds(); w > 0 && delivered > 1 {
+		r.Achieved = float64(delivered) / w
+	}
+}
+
+// runFloorLat runs the raw floor: a lat-recv in mode and a paced lat-send.
+func runFloorLat(ctx context.Context, env latEnv, mode string, a runArgs) latRun {
+	peer := peerFloorBlocking
+	class := classBlocking
+	if mode == "busy-poll" {
+		peer, class = peerFloorBusy, classBusy
+	}
+	r := latRun{Round: a.round, Channels: a.channels, Rate: a.rate, Probe: a.probe, Peer: peer, Class: class, Hgrm: a.hgrm(env, peer)}
+	err := func() error {
+		group, port, err := freshGroup(79, a.channels)
+		if err != nil {
+			return err
+		}
+		common := []string{"--group", group.String(), "--port", strconv.Itoa(port), "--size", strconv.Itoa(env.size),
+			"--channels", strconv.Itoa(a.channels)}
+		recv, err := startProc(ctx, "lat-recv", env.timeout, env.exe, append([]string{"--role", "lat-recv", "--mode", mode,
+			"--expect", strconv.FormatUint(a.count, 10), "--hgrm", r.Hgrm}, common...), "lat-recv: ready")
+		if err != nil {
+			return err
+		}
+		defer recv.kill()
+		if err := recv.waitReady(5 * time.Second); err != nil {
+			return err
+		}
+		send, err := startProc(ctx, "lat-send", env.timeout, env.exe, append([]string{"--role", "lat-send",
+			"--rate", fmtRate(a.rate), "--count", strconv.FormatUint(a.count, 10)}, common...), "")
+		if err != nil {
+			return err
+		}
+		defer send.kill()
+		var sr latSendReport
+		if _, err := send.summary(&sr); err != nil {
+			return err
+		}
+		var rr latRecvReport
+		if _, err := recv.summary(&rr); err != nil {
+			return err
+		}
+		r.finish(sr.Sent, rr.Received, sr.StartNs, rr.LastNs)
+		r.Lat, r.LateP99Us = rr.latStats, sr.LateP99Us
+		r.Procs = []procCPU{cpuOf("send", send, rr.Received), cpuOf("recv", recv, rr.Received)}
+		return nil
+	}()
+	if err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
+
+// fmtRate formats a rate for a flag.
+func fmtRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) }
+
+// startNATSServer starts the nats-server role and returns it and its URL.
+func startNATSServer(ctx context.Context, env latEnv) (*proc, string, error) {
+	srv, err := startProc(ctx, "nats-server", env.timeout, env.exe,
+		[]string{"--role", "nats-server", "--max-life", env.timeout.String()}, natsReadyMark)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := srv.waitReady(10 * time.Second); err != nil {
+		srv.kill()
+		return nil, "", err
+	}
+	return srv, srv.readyText(natsReadyMark), nil
+}
+
+// stopServer ends a server role and waits for it.
+func stopServer(p *proc) {
+	p.terminate()
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+	}
+	p.kill()
+}
+
+// runNATSLat runs NATS core: a server, a nats-sub on one subject per
+// channel (a wildcard), and a paced nats-pub sending round robin over them.
+func runNATSLat(ctx context.Context, env latEnv, a runArgs) latRun {
+	r := latRun{Round: a.round, Channels: a.channels, Rate: a.rate, Peer: peerNATS, Class: classBlocking, Hgrm: a.hgrm(env, peerNATS)}
+	err := func() error {
+		srv, url, err := startNATSServer(ctx, env)
+		if err != nil {
+			return err
+		}
+		defer srv.kill()
+		sub, err := startProc(ctx, "nats-sub", env.timeout, env.exe, []string{"--role", "nats-sub", "--url", url,
+			"--subject", "tickbench.lat.*", "--size", strconv.Itoa(env.size), "--expect", strconv.FormatUint(a.count, 10),
+			"--hgrm", r.Hgrm}, "nats-sub: ready")
+		if err != nil {
+			return err
+		}
+		defer sub.kill()
+		if err := sub.waitReady(10 * time.Second); err != nil {
+			return err
+		}
+		pub, err := startProc(ctx, "nats-pub", env.timeout, env.exe, []string{"--role", "nats-pub", "--url", url,
+			"--subject", "tickbench.lat", "--channels", strconv.Itoa(a.channels), "--size", strconv.Itoa(env.size),
+			"--rate", fmtRate(a.rate), "--count", strconv.FormatUint(a.count, 10)}, "")
+		if err != nil {
+			return err
+		}
+		defer pub.kill()
+		var sr latSendReport
+		if _, err := pub.summary(&sr); err != nil {
+			return err
+		}
+		var rr latRecvReport
+		if _, err := sub.summary(&rr); err != nil {
+			return err
+		}
+		stopServer(srv)
+		r.finish(sr.Sent, rr.Received, sr.StartNs, rr.LastNs)
+		r.Lat, r.LateP99Us = rr.latStats, sr.LateP99Us
+		r.Procs = []procCPU{cpuOf("server", srv, rr.Received), cpuOf("pub", pub, rr.Received), cpuOf("sub", sub, rr.Received)}
+		return nil
+	}()
+	if err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
+
+// subLatSummary is the part of the subscriber's summary the latency mode
+// reads.
+type subLatSummary struct {
+	Received    uint64 `json:"received"`
+	Missing     uint64 `json:"missing"`
+	KernelDrops uint64 `json:"kernel_drops"`
+	ExitReason  string `json:"exit_reason"`
+	latStats
+	TickCount  int64   `json:"tick_latency_count"`
+	TickP50Us  float64 `json:"tick_latency_p50_us"`
+	TickP90Us  float64 `json:"tick_latency_p90_us"`
+	TickP99Us  float64 `json:"tick_latency_p99_us"`
+	TickP999Us float64 `json:"tick_latency_p999_us"`
+	TickMaxUs  float64 `json:"tick_latency_max_us"`
+}
+
+// tickcastLatArgs returns the subscriber's and the feed handler's
+// arguments for one run on group g.
+func tickcastLatArgs(g, mode string, channels int, rate float64, count uint64, hgrm string) (sub, fh []string) {
+	ch, n := strconv.Itoa(channels), strconv.FormatUint(count, 10)
+	sub = []string{"--group", g, "--iface", "127.0.0.1", "--channels", ch, "--expect", n, "--mode", mode, "--cpu", "-1",
+		"--idle-timeout", subIdleTimeout.String(), "--format", "none", "--log-format", "json", "--log-level", "info"}
+	sub = append(sub, hermeticSubscriberArgs...)
+	if hgrm != "" {
+		sub = append(sub, "--latency-out", hgrm)
+	}
+	fh = []string{"--group", g, "--iface", "127.0.0.1", "--ttl", "0", "--channels", ch, "--count", n, "--rate", fmtRate(rate),
+		"--seed", strconv.Itoa(feedSeed), "--instruments", strconv.Itoa(feedInstruments), "--log-format", "json", "--log-level", "warn"}
+	fh = append(fh, hermeticFeedhandlerArgs...)
+	return sub, fh
+}
+
+// runTickcastLat runs the real feed handler at the rate and one real
+// subscriber in mode.
+func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) latRun {
+	peer := env.prefix + mode
+	r := latRun{Round: a.round, Channels: a.channels, Rate: a.rate, Peer: peer, Class: classOf(mode), Hgrm: a.hgrm(env, peer)}
+	if env.prefix == baselinePrefix {
+		r.Hgrm = "" // an older subscriber may not write histograms
+	}
+	err := func() error {
+		group, port, err := freshGroup(77, a.channels)
+		if err != nil {
+			return err
+		}
+		subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), mode, a.channels, a.rate, a.count, r.Hgrm)
+		sub, err := startProc(ctx, "subscriber", env.timeout, []string{env.subscriber}, subArgs, `"message":"subscribed"`)
+		if err != nil {
+			return err
+		}
+		defer sub.kill()
+		if err := sub.waitReady(10 * time.Second); err != nil {
+			return err
+		}
+		fh, err := startProc(ctx, "feedhandler", env.timeout, []string{env.feedhandler}, fhArgs, "")
+		if err != nil {
+			return err
+		}
+		defer fh.kill()
+		var fs fhSummary
+		if _, err := fh.summary(&fs); err != nil {
+			return err
+		}
+		var ss subLatSummary
+		if _, err := sub.summary(&ss); err != nil {
+			return err
+		}
+		r.finish(fs.Messages, ss.Received, 0, 0)
+		if fs.ElapsedS > 0 {
+			r.Achieved = float64(fs.Messages) / fs.ElapsedS
+		}
+		r.Lat = ss.latStats
+		if ss.TickCount > 0 {
+			r.Tick = &latStats{Count: ss.TickCount, P50Us: ss.TickP50Us, P90Us: ss.TickP90Us, P99Us: ss.TickP99Us,
+				P999Us: ss.TickP999Us, MaxUs: ss.TickMaxUs}
+		}
+		r.Procs = []procCPU{cpuOf("feedhandler", fh, ss.Received), cpuOf("subscriber", sub, ss.Received)}
+		if fs.Messages != a.count || fs.Interrupted {
+			return fh.failure(fmt.Sprintf("published %d of %d messages (interrupted %v)", fs.Messages, a.count, fs.Interrupted))
+		}
+		return nil
+	}()
+	if err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
+
+// countFor is the message count of a run at rate.
+func (s *latSettings) countFor(rate float64, probe bool) uint64 {
+	if s.count > 0 {
+		return s.count
+	}
+	d := s.duration
+	if probe {
+		d = s.probeDur
+	}
+	return uint64(max(1000, math.Round(rate*d.Seconds())))
+}
+
+// runLatency runs the latency mode and returns its result.
+func runLatency(ctx context.Context, s latSettings, progress io.Writer) (*latResult, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "tickbench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	fmt.Fprintf(progress, "tickbench: building feedhandler and subscriber\n")
+	fhBin, subBin, err := buildBinaries(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	res := newLatResult(s)
+	res.Modes, res.Notes, err = detectModes(ctx, subBin, s.modes)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(progress, "tickbench: note: %s\n", n)
+	}
+	msgBytes, err := meanMsgBytes(1, 200_000)
+	if err != nil {
+		return nil, err
+	}
+	// One message per packet at these rates: the MoldUDP64 header and one
+	// block of the feed's mean message.
+	res.Size = int(math.Round(20 + msgBytes))
+	if s.outdir != "" {
+		if err := os.MkdirAll(filepath.Join(s.outdir, "hgrm"), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	env := latEnv{exe: []string{exe}, feedhandler: fhBin, subscriber: subBin, prefix: tickcastPrefix, size: res.Size, outdir: s.outdir, timeout: s.timeout}
+	var baseModes []string
+	baseEnv := env
+	if s.baseline != "" {
+		fmt.Fprintf(progress, "tickbench: building feedhandler and subscriber at %s (baseline)\n", s.baseline)
+		bdir := filepath.Join(dir, "baseline")
+		if baseEnv.feedhandler, baseEnv.subscriber, err = buildAt(ctx, s.baseline, bdir); err != nil {
+			return nil, err
+		}
+		baseEnv.prefix = baselinePrefix
+		var notes []string
+		if baseModes, notes, err = detectModes(ctx, baseEnv.subscriber, s.modes); err != nil {
+			return nil, err
+		}
+		for _, n := range notes {
+			fmt.Fprintf(progress, "tickbench: note: baseline: %s\n", n)
+		}
+		res.Baseline = s.baseline
+	}
+
+	type job struct {
+		name string
+		run  func(a runArgs) latRun
+	}
+	var peers []job
+	for _, m := range []string{"blocking", "busy-poll"} {
+		peers = append(peers, job{"floor " + m, func(a runArgs) latRun { return runFloorLat(ctx, env, m, a) }})
+	}
+	for _, m := range res.Modes {
+		peers = append(peers, job{"tickcast " + m, func(a runArgs) latRun { return runTickcastLat(ctx, env, m, a) }})
+	}
+	for _, m := range baseModes {
+		peers = append(peers, job{"baseline " + m, func(a runArgs) latRun { return runTickcastLat(ctx, baseEnv, m, a) }})
+	}
+	peers = append(peers, job{"nats", func(a runArgs) latRun { return runNATSLat(ctx, env, a) }})
+
+	for round := 1; round <= s.rounds; round++ {
+		for _, ch := range s.channels {
+			for _, rate := range s.rates {
+				fmt.Fprintf(progress, "tickbench: round %d/%d, %d channel(s), %s msg/s:", round, s.rounds, ch, rateName(rate))
+				a := runArgs{round: round, channels: ch, rate: rate, count: s.countFor(rate, false)}
+				// The order of the peers turns each round, so that none is
+				// always first after a pause or last in a busy stretch.
+				for i := range peers {
+					p := peers[(i+round-1)%len(peers)]
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					r := p.run(a)
+					fmt.Fprintf(progress, " %s", shortRun(r))
+					res.Runs = append(res.Runs, r)
+				}
+				fmt.Fprintln(progress)
+			}
+			if len(s.searchRates) > 0 {
+				fmt.Fprintf(progress, "tickbench: round %d/%d, %d channel(s), floor rate search:", round, s.rounds, ch)
+				for _, rate := range s.searchRates {
+					a := runArgs{round: round, channels: ch, rate: rate, count: s.countFor(rate, true), probe: true}
+					for _, p := range peers[:2] {
+						if ctx.Err() != nil {
+							return nil, ctx.Err()
+						}
+						r := p.run(a)
+						fmt.Fprintf(progress, " %s@%s %s", r.Peer, rateName(rate), shortRun(r))
+						res.Runs = append(res.Runs, r)
+					}
+				}
+				fmt.Fprintln(progress)
+			}
+		}
+		if s.pingpong {
+			fmt.Fprintf(progress, "tickbench: round %d/%d, ping-pong:", round, s.rounds)
+			for _, pr := range runPingPong(ctx, env, s, round) {
+				fmt.Fprintf(progress, " %s p50 %.1f µs", pr.Transport, pr.RTT.P50Us)
+				if pr.Err != "" {
+					fmt.Fprintf(progress, " (error)")
+				}
+				res.PingPong = append(res.PingPong, pr)
+			}
+			fmt.Fprintln(progress)
+		}
+		if s.fanout {
+			fmt.Fprintf(progress, "tickbench: round %d/%d, fan-out:", round, s.rounds)
+			for _, k := range s.fanSubs {
+				for _, fr := range runFanout(ctx, env, s, round, k) {
+					fmt.Fprintf(progress, " %s×%d %s/s", fr.Peer, fr.Subs, thousands(fr.PerSubMedian))
+					res.Fanout = append(res.Fanout, fr)
+				}
+			}
+			fmt.Fprintln(progress)
+		}
+	}
+	res.summarize()
+	if s.outdir != "" {
+		plots, err := writePlots(res, s.outdir)
+		if err != nil {
+			return nil, err
+		}
+		res.Plots = plots
+	}
+	return res, nil
+}
+
+// shortRun is a run's progress mark: its p50 or that it failed.
+func shortRun(r latRun) string {
+	if r.Err != "" {
+		return r.Peer + " ERROR"
+	}
+	if r.Probe {
+		return fmt.Sprintf("%.0fµs", r.Lat.P50Us)
+	}
+	return fmt.Sprintf("%s %.0fµs", strings.TrimPrefix(r.Peer, tickcastPrefix), r.Lat.P50Us)
+}

@@ -1,0 +1,412 @@
+package main
+
+// Running the ping-pong pairs and the fan-out ramp.
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Ping-pong transports.
+const (
+	ppUDP      = "udp"
+	ppTickcast = "tickcast"
+	ppNATS     = "nats"
+	ppSockperf = "sockperf"
+)
+
+// ppRun is one ping-pong measurement.
+type ppRun struct {
+	Round     int    `json:"round"`
+	Transport string `json:"transport"`
+	Pings     uint64 `json:"pings"`
+	Pongs     uint64 `json:"pongs"`
+	// RTT is the round trip. sockperf reports half round trips: for it,
+	// HalfRTT holds what it printed and RTT is twice that.
+	RTT     latStats `json:"rtt"`
+	HalfRTT latStats `json:"half_rtt"`
+	Hgrm    string   `json:"hgrm,omitempty"`
+	Err     string   `json:"error,omitempty"`
+}
+
+// halve returns s with every figure halved.
+func halve(s latStats) latStats {
+	return latStats{Count: s.Count, P50Us: s.P50Us / 2, P90Us: s.P90Us / 2, P99Us: s.P99Us / 2, P999Us: s.P999Us / 2, MaxUs: s.MaxUs / 2}
+}
+
+// runPingPong runs every transport's ping-pong once.
+func runPingPong(ctx context.Context, env latEnv, s latSettings, round int) []ppRun {
+	hgrm := func(t string) string {
+		if env.outdir == "" {
+			return ""
+		}
+		return fmt.Sprintf("%s/hgrm/pingpong_%s_round%d.hgrm", env.outdir, t, round)
+	}
+	n := strconv.FormatUint(s.ppCount, 10)
+	size := strconv.Itoa(env.size)
+	var out []ppRun
+	one := func(t string, f func(r *ppRun) error) {
+		r := ppRun{Round: round, Transport: t, Hgrm: hgrm(t)}
+		if err := f(&r); err != nil {
+			r.Err = err.Error()
+		}
+		if t != ppSockperf {
+			r.HalfRTT = halve(r.RTT)
+		}
+		out = append(out, r)
+	}
+	ping := func(r *ppRun, p *proc) error {
+		var rep pingReport
+		if _, err := p.summary(&rep); err != nil {
+			return err
+		}
+		r.Pings, r.Pongs, r.RTT = rep.Pings, rep.Pongs, rep.latStats
+		return nil
+	}
+	life := []string{"--max-life", env.timeout.String()}
+	one(ppUDP, func(r *ppRun) error {
+		echo, err := startProc(ctx, "udp-echo", env.timeout, env.exe, append([]string{"--role", "udp-echo"}, life...), udpEchoReadyMark)
+		if err != nil {
+			return err
+		}
+		defer stopServer(echo)
+		if err := echo.waitReady(5 * time.Second); err != nil {
+			return err
+		}
+		p, err := startProc(ctx, "udp-ping", env.timeout, env.exe, []string{"--role", "udp-ping", "--port", echo.readyText(udpEchoReadyMark),
+			"--size", size, "--count", n, "--hgrm", r.Hgrm}, "")
+		if err != nil {
+			return err
+		}
+		defer p.kill()
+		return ping(r, p)
+	})
+	one(ppTickcast, func(r *ppRun) error {
+		group, port, err := freshGroup(77, 2)
+		if err != nil {
+			return err
+		}
+		there, back := fmt.Sprintf("%s:%d", group, port), fmt.Sprintf("%s:%d", channelGroup(group, 1), port)
+		echo, err := startProc(ctx, "tc-echo", env.timeout, env.exe, append([]string{"--role", "tc-echo", "--in", there, "--out", back}, life...),
+			"tc-echo: ready")
+		if err != nil {
+			return err
+		}
+		defer stopServer(echo)
+		if err := echo.waitReady(5 * time.Second); err != nil {
+			return err
+		}
+		p, err := startProc(ctx, "tc-ping", env.timeout, env.exe, append([]string{"--role", "tc-ping", "--in", back, "--out", there,
+			"--count", n, "--hgrm", r.Hgrm}, life...), "")
+		if err != nil {
+			return err
+		}
+		defer p.kill()
+		return ping(r, p)
+	})
+	one(ppNATS, func(r *ppRun) error {
+		srv, url, err := startNATSServer(ctx, env)
+		if err != nil {
+			return err
+		}
+		defer stopServer(srv)
+		echo, err := startProc(ctx, "nats-echo", env.timeout, env.exe, append([]string{"--role", "nats-echo", "--url", url,
+			"--subject", "tickbench.ping", "--size", size}, life...), "nats-echo: ready")
+		if err != nil {
+			return err
+		}
+		defer stopServer(echo)
+		if err := echo.waitReady(10 * time.Second); err != nil {
+			return err
+		}
+		p, err := startProc(ctx, "nats-ping", env.timeout, env.exe, []string{"--role", "nats-ping", "--url", url,
+			"--subject", "tickbench.ping", "--size", size, "--count", n, "--hgrm", r.Hgrm}, "")
+		if err != nil {
+			return err
+		}
+		defer p.kill()
+		return ping(r, p)
+	})
+	if s.sockperf != "" {
+		one(ppSockperf, func(r *ppRun) error {
+			r.Hgrm = ""
+			secs := max(1, min(10, int(s.ppCount/10000)))
+			half, err := runSockperf(ctx, s.sockperf, env.size, secs)
+			if err != nil {
+				return err
+			}
+			r.HalfRTT = half
+			r.RTT = latStats{Count: half.Count, P50Us: 2 * half.P50Us, P90Us: 2 * half.P90Us, P99Us: 2 * half.P99Us,
+				P999Us: 2 * half.P999Us, MaxUs: 2 * half.MaxUs}
+			r.Pings, r.Pongs = uint64(half.Count), uint64(half.Count)
+			return nil
+		})
+	}
+	return out
+}
+
+// runSockperf runs sockperf's UDP ping-pong on 127.0.0.1 for secs seconds
+// with size-byte messages and returns the half round trips it reports.
+func runSockperf(ctx context.Context, path string, size, secs int) (latStats, error) {
+	_, port, err := freshGroup(79, 1) // a free UDP port on 127.0.0.1
+	if err != nil {
+		return latStats{}, err
+	}
+	p := strconv.Itoa(port)
+	srv, err := startProc(ctx, "sockperf server", time.Duration(secs+20)*time.Second, []string{path}, []string{"server", "-i", "127.0.0.1", "-p", p}, "")
+	if err != nil {
+		return latStats{}, err
+	}
+	defer srv.kill()
+	time.Sleep(300 * time.Millisecond) // it prints nothing when ready
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(secs+15)*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, path, "ping-pong", "-i", "127.0.0.1", "-p", p, "-t", strconv.Itoa(secs), "-m", strconv.Itoa(size)).CombinedOutput()
+	if err != nil {
+		return latStats{}, fmt.Errorf("sockperf ping-pong: %v\n%s", err, out)
+	}
+	return parseSockperf(string(out))
+}
+
+var (
+	ansiEscape     = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+	sockPercentile = regexp.MustCompile(`percentile\s+([0-9.]+)\s*=\s*([0-9.]+)`)
+	sockMax        = regexp.MustCompile(`<MAX> observation\s*=\s*([0-9.]+)`)
+	sockTotal      = regexp.MustCompile(`Total\s+([0-9]+)\s+observations`)
+)
+
+// parseSockperf reads the latency summary of sockperf's ping-pong output:
+// half round trips in µs.
+func parseSockperf(out string) (latStats, error) {
+	out = ansiEscape.ReplaceAllString(out, "")
+	var s latStats
+	found := map[string]bool{}
+	for _, m := range sockPercentile.FindAllStringSubmatch(out, -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			return s, fmt.Errorf("sockperf percentile %s: %w", m[1], err)
+		}
+		switch m[1] {
+		case "50.000":
+			s.P50Us = v
+		case "90.000":
+			s.P90Us = v
+		case "99.000":
+			s.P99Us = v
+		case "99.900":
+			s.P999Us = v
+		default:
+			continue
+		}
+		found[m[1]] = true
+	}
+	if m := sockMax.FindStringSubmatch(out); m != nil {
+		s.MaxUs, _ = strconv.ParseFloat(m[1], 64)
+		found["max"] = true
+	}
+	if m := sockTotal.FindStringSubmatch(out); m != nil {
+		s.Count, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	if len(found) != 5 || s.Count == 0 {
+		return s, fmt.Errorf("sockperf output without its percentiles and observation count:\n%s", out)
+	}
+	return s, nil
+}
+
+// fanRun is one fan-out measurement: one unpaced sender, Subs receivers.
+type fanRun struct {
+	Round    int       `json:"round"`
+	Peer     string    `json:"peer"`
+	Subs     int       `json:"subs"`
+	Sent     uint64    `json:"sent"`
+	Received []uint64  `json:"received"`    // per subscriber
+	PerSub   []float64 `json:"ticks_per_s"` // per subscriber: messages received per second
+	// PerSubMedian and PerSubMin summarize PerSub.
+	PerSubMedian float64 `json:"ticks_per_s_median"`
+	PerSubMin    float64 `json:"ticks_per_s_min"`
+	Lost         uint64  `json:"lost"` // summed over the subscribers
+	Err          string  `json:"error,omitempty"`
+}
+
+// finish fills the summary fields of r.
+func (r *fanRun) finish() {
+	for _, n := range r.Received {
+		if n < r.Sent {
+			r.Lost += r.Sent - n
+		}
+	}
+	if len(r.PerSub) > 0 {
+		st := summarize(r.PerSub)
+		r.PerSubMedian, r.PerSubMin = st.Median, st.Min
+	}
+}
+
+// rateOver is n messages over the span from startNs to endNs.
+func rateOver(n uint64, startNs, endNs int64) float64 {
+	if d := time.Duration(endNs - startNs).Seconds(); d > 0 {
+		return float64(n) / d
+	}
+	return 0
+}
+
+// runFanout runs the floor, NATS and tickcast (blocking) with k
+// subscribers each, the sender as fast as it can, one message per datagram
+// (floor, NATS) or per message (tickcast, which packs them).
+func runFanout(ctx context.Context, env latEnv, s latSettings, round, k int) []fanRun {
+	n := strconv.FormatUint(s.fanCount, 10)
+	size := strconv.Itoa(env.size)
+	var out []fanRun
+	one := func(peer string, f func(r *fanRun) error) {
+		r := fanRun{Round: round, Peer: peer, Subs: k}
+		if err := f(&r); err != nil {
+			r.Err = err.Error()
+		}
+		r.finish()
+		out = append(out, r)
+	}
+	// collect reads the receivers' reports after the sender's.
+	collect := func(r *fanRun, subs []*proc, startNs int64) error {
+		for _, p := range subs {
+			var rr latRecvReport
+			if _, err := p.summary(&rr); err != nil {
+				return err
+			}
+			r.Received = append(r.Received, rr.Received)
+			r.PerSub = append(r.PerSub, rateOver(rr.Received, startNs, rr.LastNs))
+		}
+		return nil
+	}
+	startAll := func(name string, exe []string, args []string, mark string) ([]*proc, error) {
+		var ps []*proc
+		for i := 0; i < k; i++ {
+			p, err := startProc(ctx, fmt.Sprintf("%s %d", name, i+1), env.timeout, exe, args, mark)
+			if err != nil {
+				return ps, err
+			}
+			ps = append(ps, p)
+		}
+		for _, p := range ps {
+			if err := p.waitReady(10 * time.Second); err != nil {
+				return ps, err
+			}
+		}
+		return ps, nil
+	}
+	killAll := func(ps []*proc) {
+		for _, p := range ps {
+			p.kill()
+		}
+	}
+	one("floor", func(r *fanRun) error {
+		group, port, err := freshGroup(79, 1)
+		if err != nil {
+			return err
+		}
+		common := []string{"--group", group.String(), "--port", strconv.Itoa(port), "--size", size}
+		subs, err := startAll("lat-recv", env.exe, append([]string{"--role", "lat-recv", "--expect", n}, common...), "lat-recv: ready")
+		defer killAll(subs)
+		if err != nil {
+			return err
+		}
+		send, err := startProc(ctx, "lat-send", env.timeout, env.exe, append([]string{"--role", "lat-send", "--rate", "0", "--count", n}, common...), "")
+		if err != nil {
+			return err
+		}
+		defer send.kill()
+		var sr latSendReport
+		if _, err := send.summary(&sr); err != nil {
+			return err
+		}
+		r.Sent = sr.Sent
+		return collect(r, subs, sr.StartNs)
+	})
+	one(peerNATS, func(r *fanRun) error {
+		srv, url, err := startNATSServer(ctx, env)
+		if err != nil {
+			return err
+		}
+		defer stopServer(srv)
+		subs, err := startAll("nats-sub", env.exe, []string{"--role", "nats-sub", "--url", url, "--subject", "tickbench.fan.*",
+			"--size", size, "--expect", n}, "nats-sub: ready")
+		defer killAll(subs)
+		if err != nil {
+			return err
+		}
+		pub, err := startProc(ctx, "nats-pub", env.timeout, env.exe, []string{"--role", "nats-pub", "--url", url, "--subject", "tickbench.fan",
+			"--size", size, "--rate", "0", "--count", n}, "")
+		if err != nil {
+			return err
+		}
+		defer pub.kill()
+		var sr latSendReport
+		if _, err := pub.summary(&sr); err != nil {
+			return err
+		}
+		r.Sent = sr.Sent
+		return collect(r, subs, sr.StartNs)
+	})
+	one("tickcast-blocking", func(r *fanRun) error {
+		group, port, err := freshGroup(77, 1)
+		if err != nil {
+			return err
+		}
+		subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), "blocking", 1, 0, s.fanCount, "")
+		subs, err := startAll("subscriber", []string{env.subscriber}, subArgs, `"message":"subscribed"`)
+		defer killAll(subs)
+		if err != nil {
+			return err
+		}
+		fh, err := startProc(ctx, "feedhandler", env.timeout, []string{env.feedhandler}, fhArgs, "")
+		if err != nil {
+			return err
+		}
+		defer fh.kill()
+		var fs fhSummary
+		fhAt, err := fh.summary(&fs)
+		if err != nil {
+			return err
+		}
+		r.Sent = fs.Messages
+		// As in the throughput mode: the window starts elapsed_s before the
+		// feed handler's summary line was read and ends when each
+		// subscriber's was.
+		start := fhAt.Add(-time.Duration(fs.ElapsedS * float64(time.Second)))
+		for _, p := range subs {
+			var ss subLatSummary
+			at, err := p.summary(&ss)
+			if err != nil {
+				return err
+			}
+			r.Received = append(r.Received, ss.Received)
+			r.PerSub = append(r.PerSub, rateOver(ss.Received, start.UnixNano(), at.UnixNano()))
+		}
+		return nil
+	})
+	return out
+}
+
+// distinct returns the distinct values of xs in first-seen order.
+func distinct[T comparable](xs []T) []T {
+	var out []T
+	for _, x := range xs {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// joinInts formats ints comma separated.
+func joinInts(xs []int) string {
+	var b []string
+	for _, x := range xs {
+		b = append(b, strconv.Itoa(x))
+	}
+	return strings.Join(b, ",")
+}
