@@ -297,7 +297,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		demo, err = subapp.New(subapp.Settings{
 			Channels: s.Channels, Group: s.Group, GroupB: s.GroupB, Iface: s.Iface,
 			MaxDatagram: s.MaxDatagram, Verify: true, Seed: s.Seed, Instruments: s.Instruments,
-			Expect: s.Count, IdleTimeout: 5 * time.Second, Format: "none", Mode: "blocking", CPU: -1,
+			Expect: s.Count, IdleTimeout: 5 * time.Second, Format: "none", Mode: "auto", CPU: -1,
 			Window: 131072, StaleAfter: 300 * time.Millisecond,
 			Recovery: true, NATSURL: natsURL, FeedName: s.FeedName, RecoveryTimeout: 2 * time.Second,
 		}, log.With().Str("role", "demo-subscriber").Logger(), stdout)

@@ -45,7 +45,7 @@ type Settings struct {
 	GroupB          string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: A line only)"`
 	Transport       string        `flag:"transport" default:"udp" help:"udp (multicast), rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address) or nats (the feed handler's live NATS subjects, for hosts without multicast)"`
 	Iface           string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to join on"`
-	Mode            string        `flag:"mode" default:"blocking" help:"receive mode (udp and rdma; see docs/operations.md): blocking (a receive thread per line sleeps in the kernel and wakes the handler), busy-poll (a receive thread per line spins, one core each), direct (udp only: the handler's goroutine waits in one epoll_wait over every line and receives itself; no hand-off between threads) or direct-spin (udp only: the handler's goroutine polls every line's socket in turn, one core for the whole subscriber)"`
+	Mode            string        `flag:"mode" default:"auto" help:"receive mode (udp and rdma; see docs/operations.md): auto (direct with udp, blocking with rdma), direct (udp: the handler's goroutine waits in one epoll_wait over every line's socket and receives itself; no hand-off between threads), direct-spin (udp: the same goroutine polls every socket in turn, one core for the whole subscriber), blocking (a receive thread per line sleeps in the kernel and wakes the handler) or busy-poll (a receive thread per line spins, one core each)"`
 	CPU             int           `flag:"cpu" default:"-1" help:"pin busy-poll receive threads to this CPU (-1: no pinning)"`
 	RcvBuf          int           `flag:"rcvbuf" default:"0" help:"socket receive buffer to request in bytes (0: as large as allowed)"`
 	RingSlots       int           `flag:"ring-slots" default:"8192" help:"receive ring slots per line (power of two)"`
@@ -124,9 +124,17 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	if err != nil || !iface.Is4() {
 		return nil, cliconf.Invalid("iface", "%q is not an IPv4 address", s.Iface)
 	}
+	if s.Mode == "auto" || s.Mode == "" {
+		// The fastest mode that sleeps when idle (docs/bench.md); the rdma
+		// transport has no direct mode yet.
+		s.Mode = ud.Direct.String()
+		if s.Transport == "rdma" {
+			s.Mode = ud.Blocking.String()
+		}
+	}
 	mode, err := ud.ParseMode(s.Mode)
 	if err != nil {
-		return nil, cliconf.Invalid("mode", "%v", err)
+		return nil, cliconf.Invalid("mode", "%v (or auto)", err)
 	}
 	switch s.Format {
 	case "auto":
