@@ -87,29 +87,33 @@ func runPingPong(ctx context.Context, env latEnv, s latSettings, round int) []pp
 		defer p.kill()
 		return ping(r, p)
 	})
-	one(ppTickcast, func(r *ppRun) error {
-		group, port, err := freshGroup(77, 2)
-		if err != nil {
-			return err
-		}
-		there, back := fmt.Sprintf("%s:%d", group, port), fmt.Sprintf("%s:%d", channelGroup(group, 1), port)
-		echo, err := startProc(ctx, "tc-echo", env.timeout, env.exe, append([]string{"--role", "tc-echo", "--in", there, "--out", back}, life...),
-			"tc-echo: ready")
-		if err != nil {
-			return err
-		}
-		defer stopServer(echo)
-		if err := echo.waitReady(5 * time.Second); err != nil {
-			return err
-		}
-		p, err := startProc(ctx, "tc-ping", env.timeout, env.exe, append([]string{"--role", "tc-ping", "--in", back, "--out", there,
-			"--count", n, "--hgrm", r.Hgrm}, life...), "")
-		if err != nil {
-			return err
-		}
-		defer p.kill()
-		return ping(r, p)
-	})
+	// tickcast in its blocking-class modes: the spinning ones would put
+	// two spinning threads (echo and ping) on this host's cores.
+	for _, mode := range []string{"direct", "blocking"} {
+		one(ppTickcast+"-"+mode, func(r *ppRun) error {
+			group, port, err := freshGroup(77, 2)
+			if err != nil {
+				return err
+			}
+			there, back := fmt.Sprintf("%s:%d", group, port), fmt.Sprintf("%s:%d", channelGroup(group, 1), port)
+			echo, err := startProc(ctx, "tc-echo", env.timeout, env.exe, append([]string{"--role", "tc-echo", "--in", there, "--out", back, "--mode", mode}, life...),
+				"tc-echo: ready")
+			if err != nil {
+				return err
+			}
+			defer stopServer(echo)
+			if err := echo.waitReady(5 * time.Second); err != nil {
+				return err
+			}
+			p, err := startProc(ctx, "tc-ping", env.timeout, env.exe, append([]string{"--role", "tc-ping", "--in", back, "--out", there,
+				"--count", n, "--hgrm", r.Hgrm, "--mode", mode}, life...), "")
+			if err != nil {
+				return err
+			}
+			defer p.kill()
+			return ping(r, p)
+		})
+	}
 	one(ppNATS, func(r *ppRun) error {
 		srv, url, err := startNATSServer(ctx, env)
 		if err != nil {
@@ -255,7 +259,7 @@ func rateOver(n uint64, startNs, endNs int64) float64 {
 	return 0
 }
 
-// runFanout runs the floor, NATS and tickcast (blocking) with k
+// runFanout runs the floor, NATS and tickcast (direct mode) with k
 // subscribers each, the sender as fast as it can, one message per datagram
 // (floor, NATS) or per message (tickcast, which packs them).
 func runFanout(ctx context.Context, env latEnv, s latSettings, round, k int) []fanRun {
@@ -351,12 +355,12 @@ func runFanout(ctx context.Context, env latEnv, s latSettings, round, k int) []f
 		r.Sent = sr.Sent
 		return collect(r, subs, sr.StartNs)
 	})
-	one("tickcast-blocking", func(r *fanRun) error {
+	one("tickcast-direct", func(r *fanRun) error {
 		group, port, err := freshGroup(77, 1)
 		if err != nil {
 			return err
 		}
-		subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), "blocking", 1, 0, s.fanCount, "")
+		subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), "direct", 1, 0, s.fanCount, "")
 		subs, err := startAll("subscriber", []string{env.subscriber}, subArgs, `"message":"subscribed"`)
 		defer killAll(subs)
 		if err != nil {

@@ -142,7 +142,7 @@ func writePlots(r *latResult, outdir string) ([]string, error) {
 	}
 	// Ping-pong: the round with each transport's median RTT p50.
 	var series []plotSeries
-	for _, t := range []string{ppUDP, ppTickcast, ppNATS} {
+	for _, t := range []string{ppUDP, ppTickcast + "-direct", ppTickcast + "-blocking", ppNATS} {
 		var runs []ppRun
 		for _, p := range r.PingPong {
 			if p.Transport == t && p.Err == "" && p.Hgrm != "" {
