@@ -50,6 +50,7 @@ type Settings struct {
 	Duration    time.Duration `flag:"duration" default:"0s" help:"publish for this long, then end the session (0 = no limit; with --count, whichever comes first)"`
 	Rate        float64       `flag:"rate" default:"100000" help:"messages per second (0 = as fast as possible), paced by a kernel sleep and a spin on the clock for the last --pace-spin before each message"`
 	PaceSpin    time.Duration `flag:"pace-spin" default:"60us" help:"how long before each message the pacer spins instead of sleeping (negative: always spin, one core busy)"`
+	Pregenerate bool          `flag:"pregenerate" help:"with the synthetic source, generate every message (--count of them, at most 10,000,000; 160 bytes each) before publishing starts, so that benchmarks measure distribution without generation"`
 	Instruments int           `flag:"instruments" default:"100" help:"synthetic instruments"`
 	Seed        uint64        `flag:"seed" default:"1" help:"synthetic feed seed"`
 	Channels    int           `flag:"channels" default:"4" help:"channels (multicast streams) instruments are spread over"`

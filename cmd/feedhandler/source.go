@@ -30,6 +30,10 @@ func validateSource(s *Settings) error {
 		return cliconf.Invalid("demo", "the verifying subscriber checks the synthetic source only, not %q", s.Source)
 	case !isITCH && s.DryRun:
 		return cliconf.Invalid("dry-run", "applies to --source itch:PATH only")
+	case isITCH && s.Pregenerate:
+		return cliconf.Invalid("pregenerate", "applies to the synthetic source only, not %q", s.Source)
+	case s.Pregenerate && (s.Count == 0 || s.Count > maxPregenerate):
+		return cliconf.Invalid("pregenerate", "needs --count between 1 and %d (each message is held in memory), not %d", maxPregenerate, s.Count)
 	}
 	return nil
 }
@@ -42,7 +46,11 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 	path, isITCH := strings.CutPrefix(s.Source, itchPrefix)
 	if !isITCH {
 		src, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: s.Seed, Instruments: s.Instruments, Channels: s.Channels, Count: s.Count})
-		return src, func() {}, err
+		if err != nil || !s.Pregenerate {
+			return src, func() {}, err
+		}
+		pre, err := pregenerate(src, s.Count)
+		return pre, func() {}, err
 	}
 	f, src, err := openITCH(path, s.ITCHOrders)
 	if err != nil {
@@ -63,10 +71,54 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 // channelInstruments returns how many instruments channel ch carries, or -1
 // when the source learns its instruments only as it reads them.
 func channelInstruments(src feed.Source, ch int) int {
+	if pre, ok := src.(*pregenerated); ok {
+		src = pre.syn
+	}
 	if syn, ok := src.(*feed.Synthetic); ok {
 		return len(syn.ChannelInstruments(ch))
 	}
 	return -1
+}
+
+// maxPregenerate bounds --pregenerate: each message takes 160 bytes of
+// memory until it is published.
+const maxPregenerate = 10_000_000
+
+// pregenerated is a synthetic feed generated in full before publishing
+// starts (--pregenerate), so that a benchmark measures the distribution path
+// without the generator in the loop.
+type pregenerated struct {
+	syn  *feed.Synthetic // for its instruments
+	msgs []feed.Msg
+	next int
+}
+
+func pregenerate(syn *feed.Synthetic, count uint64) (*pregenerated, error) {
+	if count == 0 || count > maxPregenerate {
+		return nil, cliconf.Invalid("pregenerate", "needs --count between 1 and %d (each message is held in memory), not %d", maxPregenerate, count)
+	}
+	p := &pregenerated{syn: syn, msgs: make([]feed.Msg, 0, count)}
+	var m feed.Msg
+	for {
+		err := syn.Next(&m)
+		if err == io.EOF {
+			return p, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.msgs = append(p.msgs, m)
+	}
+}
+
+// Next implements feed.Source.
+func (p *pregenerated) Next(m *feed.Msg) error {
+	if p.next == len(p.msgs) {
+		return io.EOF
+	}
+	*m = p.msgs[p.next]
+	p.next++
+	return nil
 }
 
 // countingFile is an ITCH file that counts the bytes read from it: the

@@ -171,7 +171,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&s.repeat, "repeat", 3, "throughput: rounds (one floor run and one tickcast run per mode each)")
 	fs.IntVar(&s.size, "size", 0, "throughput: floor datagram size in bytes (0: tickcast's mean packet size, measured in the warm-up run)")
 	fs.IntVar(&s.batch, "batch", 16, "throughput: datagrams per sendmmsg, for the floor sender and the feed handler's --send-batch alike")
-	fs.BoolVar(&s.busyPoll, "busy-poll", false, "throughput: also run tickcast with the subscriber in busy-poll mode each round")
+	fs.BoolVar(&s.busyPoll, "busy-poll", false, "throughput: also run tickcast with the subscriber in busy-poll mode each round (besides direct and blocking with pre-generated messages, and direct with live generation)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: tickbench [flags]            latency (default)\n"+
 			"       tickbench --throughput [flags]\n\n"+
@@ -282,9 +282,20 @@ func measure(ctx context.Context, s settings, progress io.Writer) (*result, erro
 	if err != nil {
 		return nil, err
 	}
-	modes := []string{"blocking"}
+	// The raw sender generates nothing, so tickcast's feed handler is
+	// given pre-generated messages too (--pregenerate); one variant keeps
+	// the generator in the loop, as a feed handler runs in production.
+	type variant struct {
+		label, mode string
+		pregen      bool
+	}
+	variants := []variant{{"direct", "direct", true}, {"direct, live generation", "direct", false}, {"blocking", "blocking", true}}
 	if s.busyPoll {
-		modes = append(modes, "busy-poll")
+		variants = append(variants, variant{"busy-poll", "busy-poll", true})
+	}
+	var modes []string
+	for _, v := range variants {
+		modes = append(modes, v.label)
 	}
 	tc := tickcastConfig{Feedhandler: fhBin, Subscriber: subBin, Channels: s.channels, Batch: s.batch,
 		MsgBytes: msgBytes, Timeout: s.timeout}
@@ -299,7 +310,7 @@ func measure(ctx context.Context, s settings, progress io.Writer) (*result, erro
 	// loading) outside the measurement, and measures the packet fill that
 	// sizes the floor's datagrams.
 	warm := tc
-	warm.Count, warm.Mode = max(s.count/5, min(s.count, 200_000)), "blocking"
+	warm.Count, warm.Mode = max(s.count/5, min(s.count, 200_000)), "direct"
 	fmt.Fprintf(progress, "tickbench: warm-up: tickcast %d messages\n", warm.Count)
 	res.Warmup, err = runTickcast(ctx, warm)
 	if err != nil {
@@ -322,15 +333,16 @@ func measure(ctx context.Context, s settings, progress io.Writer) (*result, erro
 			return nil, fmt.Errorf("round %d: floor: %w", i+1, err)
 		}
 		fmt.Fprintf(progress, " %.0f dg/s", rd.Floor.DgramsPerS)
-		for _, mode := range modes {
+		for _, v := range variants {
 			c := tc
-			c.Count, c.Mode = s.count, mode
-			fmt.Fprintf(progress, "; tickcast %s", mode)
+			c.Count, c.Mode, c.Pregenerate = s.count, v.mode, v.pregen
+			fmt.Fprintf(progress, "; tickcast %s", v.label)
 			r, err := runTickcast(ctx, c)
 			if err != nil {
 				fmt.Fprintln(progress)
-				return nil, fmt.Errorf("round %d: tickcast %s: %w", i+1, mode, err)
+				return nil, fmt.Errorf("round %d: tickcast %s: %w", i+1, v.label, err)
 			}
+			r.Mode = v.label
 			r.PktRatio = r.PacketsPerS / rd.Floor.DgramsPerS
 			r.ByteRatio = r.BytesPerS / rd.Floor.BytesPerS
 			if r.CPUPerPacketUs > 0 {

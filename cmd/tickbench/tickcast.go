@@ -118,6 +118,7 @@ type tickcastConfig struct {
 	Channels                int
 	Batch                   int     // the feed handler's --send-batch
 	Mode                    string  // the subscriber's --mode
+	Pregenerate             bool    // the feed handler's --pregenerate: no generator in the loop
 	MsgBytes                float64 // mean wire bytes of a message (meanMsgBytes)
 	Timeout                 time.Duration
 }
@@ -224,6 +225,9 @@ func runTickcast(ctx context.Context, c tickcastConfig) (tickcastResult, error) 
 		"--send-batch", strconv.Itoa(c.Batch), "--seed", strconv.Itoa(feedSeed), "--instruments", strconv.Itoa(feedInstruments),
 		"--log-format", "json", "--log-level", "warn"}
 	fhArgs = append(fhArgs, hermeticFeedhandlerArgs...)
+	if c.Pregenerate {
+		fhArgs = append(fhArgs, "--pregenerate")
+	}
 	fh, err := startProc(ctx, "feedhandler", c.Timeout, []string{c.Feedhandler}, fhArgs, "")
 	if err != nil {
 		return tickcastResult{}, err

@@ -45,7 +45,20 @@
 // it needs GOMAXPROCS of at least 2, and on a two-core machine at most one
 // receiver should spin; after about a thousand empty polls in a row it yields
 // with runtime.Gosched so goroutines queued on its P are not starved until the
-// runtime's 10 ms preemption.
+// runtime's 10 ms preemption. With Config.Backoff (for hosts with fewer cores
+// than spinning threads) it sleeps about 50 µs in the kernel after 64 empty
+// polls instead, giving the core back.
+//
+// Direct and DirectSpin modes have no receive loop: the socket is
+// non-blocking and the consumer receives itself with Fill (ud.Filler), one
+// recvmmsg into the free slots, whenever its ring is empty. A Direct receiver
+// registers its socket with Config.Notifier (Notifier.Watch), so that a
+// consumer of many receivers sleeps in one epoll_wait over all of them and
+// Fill asks only a socket epoll reported readable; the kernel wakes the
+// consumer's own thread, and no other thread is involved in delivering a
+// datagram. A DirectSpin receiver is asked on every Fill, for a consumer that
+// polls without sleeping. Wait, for a consumer of one receiver, polls the
+// socket with poll(2) and fills.
 //
 // # Ring full
 //
