@@ -213,10 +213,12 @@ func (r *runner) checkE2E(rep *e2eReport, counters map[string][2]int64, testsSen
 		}
 		fmt.Printf("  feedhandler: %d messages in %d packets (%.1f per packet) + %d heartbeats in %.2fs (%.0f msg/s); recovery: %d requests, %d messages retransmitted\n",
 			fh.Messages, fh.Packets, fh.MsgsPerPacket, fh.Heartbeats, fh.ElapsedS, fh.MsgsPerS, fh.Requests, fh.Retransmitted)
-		if fh.Messages != want {
+		// A run the time limit ended has one problem, said above; the
+		// counts that follow could not have been met.
+		if fh.Messages != want && !limited {
 			bad("feedhandler published %d messages, want %d", fh.Messages, want)
 		}
-		if fh.Interrupted {
+		if fh.Interrupted && !limited {
 			bad("feedhandler was interrupted")
 		}
 		// The figures a person needs to judge the margin.
@@ -237,7 +239,7 @@ func (r *runner) checkE2E(rep *e2eReport, counters map[string][2]int64, testsSen
 		}
 		fmt.Printf("  %s: received %d of %d, missing %d, verify_ok %v; %d packets (%d dropped on purpose: %d messages), %d gaps, %d recovery requests, %d recovered, %d duplicates; %.2fs (%.0f msg/s), exit reason %s\n",
 			n, s.Received, want, s.Missing, s.VerifyOK, s.PacketsA, s.InjectedDropped, s.InjectedMessages, s.Gaps, s.Requests, s.Recovered, s.Duplicates, s.ElapsedS, s.MsgsPerS, s.ExitReason)
-		if s.Received != want {
+		if s.Received != want && !limited {
 			bad("%s received %d messages, want %d", n, s.Received, want)
 		}
 		if s.Missing != 0 {
@@ -279,6 +281,9 @@ func (r *runner) checkE2E(rep *e2eReport, counters map[string][2]int64, testsSen
 	after, oka := counters["after"]
 	end, oke := counters["e2e"]
 	before := counters["before"]
+	if limited {
+		return problems // the counters account for a finished run only
+	}
 	if !oka || !oke || fh == nil {
 		if !oke {
 			bad("rxe0 hw_counters not reported after the run")
