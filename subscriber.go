@@ -436,7 +436,20 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 				break
 			}
 			r := sc.lines[best]
-			s.packet(sc, best, r.Peek(0), now)
+			slot := r.Peek(0)
+			if hdr, err := mold.DecodeHeader(slot.Data()); err == nil && sc.tracker.MustWait(hdr.Session, hdr.Seq, hdr.Messages()) {
+				// A late join waits for its snapshot and the window is
+				// full: let the snapshot in if it came, else leave the
+				// packet queued (ring, then socket buffer) rather than
+				// declare the join's prefix lost.
+				if s.cfg.Recovery != nil {
+					s.cfg.Recovery.Drain(s.apply)
+				}
+				if sc.tracker.MustWait(hdr.Session, hdr.Seq, hdr.Messages()) {
+					break
+				}
+			}
+			s.packet(sc, best, slot, now)
 			r.Release(1)
 		}
 		if s.cfg.Observer != nil {

@@ -264,6 +264,20 @@ func (t *Tracker) Session() (mold.Session, bool) { return t.session, t.started }
 // Next returns the next sequence the tracker will release.
 func (t *Tracker) Next() uint64 { return t.next }
 
+// MustWait reports whether a data packet of session whose messages are
+// seq..seq+n-1 should stay in the transport's queue for now: a late join
+// holds live messages for its snapshot (see Resync), and the packet reaches
+// beyond what the window can hold, so taking it would force the join's
+// prefix to be declared lost although its snapshot may be on the way. A
+// consumer that leaves it queued, lets recovery answers in and asks again
+// loses nothing; the join's deadline (LostAfter) still bounds the wait.
+func (t *Tracker) MustWait(session mold.Session, seq uint64, n int) bool {
+	if !t.holding() || session != t.session || n == 0 {
+		return false
+	}
+	return seq+uint64(n)-1 >= t.next+uint64(len(t.window))
+}
+
 // High returns one past the highest sequence known to exist.
 func (t *Tracker) High() uint64 { return t.high }
 

@@ -90,13 +90,6 @@ func NewRing(capacity, slotSize int) (*Ring, error) {
 		return nil, fmt.Errorf("ud: ring slot size %d is not positive", slotSize)
 	}
 	backing := make([]byte, capacity*slotSize)
-	// Touch every page now: a large allocation is mapped lazily, and the
-	// first datagram into each page would otherwise pay a page fault
-	// (microseconds, more in a virtual machine) on the receive path, for
-	// the whole first lap of the ring.
-	for i := 0; i < len(backing); i += 4096 {
-		backing[i] = 0
-	}
 	r := &Ring{
 		slots:     make([]Slot, capacity),
 		mask:      uint64(capacity - 1),

@@ -361,6 +361,8 @@ func runFanout(ctx context.Context, env latEnv, s latSettings, round, k int) []f
 			return err
 		}
 		subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), "direct", 1, 0, s.fanCount, "")
+		// Pre-generated messages, as the other senders generate nothing.
+		fhArgs = append(fhArgs, "--pregenerate")
 		subs, err := startAll("subscriber", []string{env.subscriber}, subArgs, `"message":"subscribed"`)
 		defer killAll(subs)
 		if err != nil {

@@ -45,7 +45,7 @@ const rulesFile = "../../deploy/prometheus/alerts.yml"
 // feed handler that lets each requester have only 200 messages per second,
 // so recovery is rejected (rate-limited) and fails, and messages are lost.
 // Subscriber 2 drops 2% without recovery (gaps, losses) and has a one-slot
-// receive ring and a small socket buffer, and the test stops it for 300 ms
+// receive ring (receive threads: --mode blocking) and a small socket buffer, and the test stops it for 300 ms
 // every second: its ring fills, the kernel drops, and the messages that
 // waited have a p99 latency far above the rule's 1 ms (its --stale-after is
 // longer than the stalls, which would otherwise look like a silent feed
@@ -72,7 +72,10 @@ func TestPrometheus(t *testing.T) {
 	fhAddr, sub1Addr, sub2Addr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	common := []string{"--group", ga, "--channels", "2", "--idle-timeout", "90s", "--inject-loss", "0.02"}
 	sub1 := start(t, ctx, subscriberBin, append(common, "--metrics-addr", sub1Addr)...)
-	sub2 := start(t, ctx, subscriberBin, append(common, "--metrics-addr", sub2Addr, "--recovery=false",
+	// Subscriber 2 receives on threads of its own (--mode blocking): only
+	// a receive loop can find the ring full; in the direct modes the
+	// socket buffer is the only queue, and its overflow is kernel drops.
+	sub2 := start(t, ctx, subscriberBin, append(common, "--metrics-addr", sub2Addr, "--recovery=false", "--mode", "blocking",
 		"--ring-slots", "1", "--rcvbuf", "65536", "--inject-seed", "2", "--stale-after", "2s")...)
 	for _, s := range []*proc{sub1, sub2} {
 		s.waitLog(t, `"subscribed"`, 10*time.Second)
