@@ -639,9 +639,9 @@ func TestRecoveryWithAuth(t *testing.T) {
 
 	t.Logf("feed handler: %d messages, %d retransmit requests served (%d messages), rejected %v",
 		num(t, fs, "messages"), num(t, fs, "retransmit_requests"), num(t, fs, "retransmitted"), fs["recovery_rejected"])
-	t.Logf("alice: exit %d, received %d, missing %d, recovered %d in %d requests (failed %d), injected drops %d, verify_ok %v",
+	t.Logf("alice: exit %d, received %d, missing %d, recovered %d in %d requests (failed %d), injected drops %d, kernel drops %d, verify_ok %v",
 		goodCode, num(t, gs, "received"), num(t, gs, "missing"), num(t, gs, "recovered"), num(t, gs, "requests"),
-		num(t, gs, "recovery_failed"), num(t, gs, "injected_dropped_messages"), gs["verify_ok"])
+		num(t, gs, "recovery_failed"), num(t, gs, "injected_dropped_messages"), num(t, gs, "kernel_drops"), gs["verify_ok"])
 	t.Logf("alice with a wrong password, started first: exit %d, received %d, missing %d in %d lost ranges, recovered %d, requests %d (failed %d), ok %v, exit reason %v",
 		badCode, num(t, bs, "received"), num(t, bs, "missing"), num(t, bs, "lost_ranges"), num(t, bs, "recovered"),
 		num(t, bs, "requests"), num(t, bs, "recovery_failed"), bs["ok"], bs["exit_reason"])
@@ -649,8 +649,17 @@ func TestRecoveryWithAuth(t *testing.T) {
 	if goodCode != 0 || num(t, gs, "received") != count || num(t, gs, "missing") != 0 || gs["verify_ok"] != true {
 		t.Errorf("alice: exit %d: %v\n%s", goodCode, gs, tail(good.stderr.String()))
 	}
-	if num(t, gs, "recovered") == 0 || num(t, gs, "recovered") != num(t, gs, "injected_dropped_messages") {
-		t.Errorf("alice recovered %d of %d dropped messages", num(t, gs, "recovered"), num(t, gs, "injected_dropped_messages"))
+	// Every message dropped on purpose was recovered (none is missing, as
+	// checked above); so were those of any datagram the kernel dropped on a
+	// busy machine, in the socket (kernel_drops) or before it (the loopback
+	// device's backlog, which no socket counter sees), so the recovered
+	// count is bounded below, not pinned.
+	rec, inj, kd := num(t, gs, "recovered"), num(t, gs, "injected_dropped_messages"), num(t, gs, "kernel_drops")
+	if inj == 0 || rec < inj {
+		t.Errorf("alice recovered %d messages, %d dropped on purpose (%d datagrams dropped by the kernel)", rec, inj, kd)
+	}
+	if rec > inj {
+		t.Logf("alice recovered %d messages more than were dropped on purpose: losses in the kernel (%d datagrams counted at the socket)", rec-inj, kd)
 	}
 	if v := withMessage(good.logs(), "nats"); len(v) > 0 {
 		for _, e := range v {
