@@ -53,7 +53,13 @@ func testTwoSubscribersVerify(t *testing.T, mode string) {
 		if code != 0 || num(t, sum, "received") != uint64(count) || sum["verify_ok"] != true || num(t, sum, "missing") != 0 {
 			t.Fatalf("subscriber %d: exit %d, summary %v\n%s", i, code, sum, tail(s.stderr.String()))
 		}
-		if sum["mallocs_per_msg"].(float64) > 0.001 {
+		// One allocation per packet would show as about 0.06 per message
+		// here (16 messages per packet), one per message as 1. What a
+		// run allocates once, or per gap or recovery answer (events on a
+		// loaded machine, where the A and B lines drift apart), stays far
+		// below 0.01. The hot paths' own zero is pinned by AllocsPerRun
+		// tests (TestPublishPollAllocs).
+		if sum["mallocs_per_msg"].(float64) > 0.01 {
 			t.Fatalf("subscriber %d allocates %v per message", i, sum["mallocs_per_msg"])
 		}
 	}
