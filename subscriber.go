@@ -200,6 +200,8 @@ type Subscriber struct {
 
 	foreign, malformed, packets, ended, instGaps uint64
 
+	lastPoll int64 // when Poll last ran (Now)
+
 	snap  statsSnapshot // the counters as last published for other goroutines (StatsSnapshot)
 	relNs int64         // release time given to the Observer: the clock read before the packet's messages are released
 }
@@ -395,6 +397,13 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 	s.h = h
 	released := uint64(0)
 	now := Now()
+	if s.lastPoll != 0 && now-s.lastPoll > int64(pollStall) {
+		// This goroutine was held (a slow handler, a blocking recovery
+		// call, the scheduler): the epoll readiness marks are old. Ask
+		// every socket before judging any channel silent.
+		s.notify.SetAllReady()
+	}
+	s.lastPoll = now
 	s.now = now
 	if s.cfg.Recovery != nil {
 		before := s.releasedTotal()
@@ -665,6 +674,11 @@ func (s *Subscriber) Run(ctx context.Context, h Handler, stop func() bool) error
 		}
 	}
 }
+
+// pollStall is the gap between two Polls past which the direct receivers'
+// readiness marks are no longer trusted (see Poll). It is well above Run's
+// idle wait (1 ms) and well below any staleness limit.
+const pollStall = 5 * time.Millisecond
 
 // Spinning: how many empty polls in a row before a spinning Run backs off
 // (Backoff) or checks for cancellation, and how long a back-off sleeps.

@@ -355,3 +355,38 @@ func TestOlderSessionAfterEnd(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestDirectPollAfterStall: a direct-mode subscriber whose goroutine was
+// held (here: it simply did not poll) for longer than pollStall asks every
+// socket on its next Poll, although no epoll_wait marked them readable, so
+// that no channel is judged silent while its datagrams wait in the socket.
+func TestDirectPollAfterStall(t *testing.T) {
+	ga, _ := testGroups(t)
+	syn := feed.SyntheticConfig{Seed: 3, Instruments: 20, Channels: 2, Count: 200}
+	udpc := UDPConfig{Mode: ud.Direct, CPU: -1}
+	sub, err := NewSubscriber(SubscriberConfig{Channels: syn.Channels, GroupA: ga, NewReceiver: UDPReceivers(udpc)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	rec := newRecorder(t, syn)
+	if n := sub.Poll(rec, 1000); n != 0 { // finds every socket empty: no socket is marked readable now
+		t.Fatalf("released %d before anything was sent", n)
+	}
+	pub, err := NewPublisher(PublisherConfig{Channels: syn.Channels, GroupA: ga, NewSender: UDPSenders(udpc)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	src, _ := feed.NewSynthetic(syn)
+	if err := pub.Run(context.Background(), src, RunConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * pollStall) // the datagrams wait in the sockets; nobody polls
+	if n := sub.Poll(rec, 1000); n == 0 {
+		t.Fatalf("after a stall, Poll released nothing although %d messages wait in the sockets", syn.Count)
+	}
+	if rec.verr != nil {
+		t.Fatal(rec.verr)
+	}
+}

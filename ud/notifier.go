@@ -94,6 +94,17 @@ func (n *Notifier) Ready(i int) bool { return n.ready[i] }
 // receive found the socket empty. Consumer only.
 func (n *Notifier) SetReady(i int, ready bool) { n.ready[i] = ready }
 
+// SetAllReady marks every watched descriptor ready, so that the next Fill
+// of each receives whatever its socket holds. A consumer calls it when it
+// has not waited for a while (its handler or a recovery call held it): the
+// marks are only as fresh as the last epoll_wait, and a channel whose socket
+// was not asked could otherwise look silent. Consumer only.
+func (n *Notifier) SetAllReady() {
+	for i := range n.ready {
+		n.ready[i] = true
+	}
+}
+
 // Close releases the epoll set and the eventfd, if Watch made them.
 func (n *Notifier) Close() {
 	if n.epfd >= 0 {
