@@ -427,20 +427,11 @@ func (s *latSettings) countFor(rate float64, probe bool) uint64 {
 
 // runLatency runs the latency mode and returns its result.
 func runLatency(ctx context.Context, s latSettings, progress io.Writer) (*latResult, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "tickbench-")
+	exe, dir, fhBin, subBin, err := prepare(ctx, progress)
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	fmt.Fprintf(progress, "tickbench: building feedhandler and subscriber\n")
-	fhBin, subBin, err := buildBinaries(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
 	res := newLatResult(s)
 	res.Modes, res.Notes, err = detectModes(ctx, subBin, s.modes)
 	if err != nil {

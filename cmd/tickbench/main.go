@@ -264,20 +264,11 @@ func (s *settings) validate() error {
 // measure builds the binaries, runs the warm-up and the rounds, and
 // summarizes them.
 func measure(ctx context.Context, s settings, progress io.Writer) (*result, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "tickbench-")
+	exe, dir, fhBin, subBin, err := prepare(ctx, progress)
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	fmt.Fprintf(progress, "tickbench: building feedhandler and subscriber\n")
-	fhBin, subBin, err := buildBinaries(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
 	msgBytes, err := meanMsgBytes(s.channels, s.count)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +37,24 @@ var hermeticFeedhandlerArgs = []string{"--linger", "0s", "--nats-listen", "127.0
 // (the feed handler's NATS port is not known in advance; a loss is reported
 // as missing) and no metrics listener.
 var hermeticSubscriberArgs = []string{"--recovery=false", "--metrics-addr="}
+
+// prepare returns this program's path (for the hidden roles), a temporary
+// directory and the feed handler and subscriber built into it; the caller
+// removes dir.
+func prepare(ctx context.Context, progress io.Writer) (exe, dir, feedhandler, subscriber string, err error) {
+	if exe, err = os.Executable(); err != nil {
+		return "", "", "", "", err
+	}
+	if dir, err = os.MkdirTemp("", "tickbench-"); err != nil {
+		return "", "", "", "", err
+	}
+	fmt.Fprintf(progress, "tickbench: building feedhandler and subscriber\n")
+	if feedhandler, subscriber, err = buildBinaries(ctx, dir); err != nil {
+		os.RemoveAll(dir)
+		return "", "", "", "", err
+	}
+	return exe, dir, feedhandler, subscriber, nil
+}
 
 // buildBinaries builds the feed handler and the subscriber into dir and
 // returns their paths. Building (rather than running whatever is installed)
