@@ -10,6 +10,9 @@
 // With --demo it also runs a verifying subscriber in the same process and
 // prints the subscriber's summary: one command that shows the whole path
 // working on loopback.
+//
+// The feed handler itself is package fh; this program turns its settings
+// into an fh.Config, opens the source --source names and runs it.
 package main
 
 import (
@@ -19,11 +22,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,14 +32,12 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/fh"
 	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/logging"
-	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/internal/subapp"
 	"github.com/tickcast/tickcast/mold"
-	"github.com/tickcast/tickcast/recovery"
-	"github.com/tickcast/tickcast/ud/rdma"
 )
 
 // Settings are the feed handler's settings.
@@ -83,6 +82,10 @@ type Settings struct {
 	Origins cliconf.Origins // where each explicitly set setting came from
 }
 
+// validate checks the settings fh.Config does not have (the source's, the
+// demo's) and those whose flags take zero as a value to refuse, where
+// fh.Config takes it as the default; config has fh.Config.Validate check
+// the rest.
 func (s *Settings) validate() error {
 	if err := validateSource(s); err != nil {
 		return err
@@ -90,16 +93,10 @@ func (s *Settings) validate() error {
 	switch {
 	case s.ITCHOrders < 1:
 		return cliconf.Invalid("itch-orders", "%d: must be positive", s.ITCHOrders)
-	case s.Rate < 0:
-		return cliconf.Invalid("rate", "%v: must not be negative", s.Rate)
-	case s.Duration < 0:
-		return cliconf.Invalid("duration", "%v: must not be negative", s.Duration)
 	case s.Instruments < 1 || s.Instruments > 456976:
 		return cliconf.Invalid("instruments", "%d: want 1..456976", s.Instruments)
 	case s.Channels < 1 || s.Channels > 1296:
 		return cliconf.Invalid("channels", "%d: want 1..1296", s.Channels)
-	case s.TTL < 0 || s.TTL > 255:
-		return cliconf.Invalid("ttl", "%d: want 0..255", s.TTL)
 	case s.MaxDatagram < mold.HeaderLen+mold.BlockHdrLen+feed.MaxLen || s.MaxDatagram > 65507:
 		return cliconf.Invalid("max-datagram", "%d: want %d..65507", s.MaxDatagram, mold.HeaderLen+mold.BlockHdrLen+feed.MaxLen)
 	case s.MaxDelay <= 0:
@@ -108,8 +105,6 @@ func (s *Settings) validate() error {
 		return cliconf.Invalid("heartbeat", "%v: must be positive", s.Heartbeat)
 	case s.SendBatch < 1 || s.SendBatch > 1024:
 		return cliconf.Invalid("send-batch", "%d: want 1..1024", s.SendBatch)
-	case s.Linger < 0:
-		return cliconf.Invalid("linger", "%v: must not be negative", s.Linger)
 	case s.StoreMessages < 1:
 		return cliconf.Invalid("store-messages", "%d: must be positive", s.StoreMessages)
 	case s.StoreBytes < 65535:
@@ -120,16 +115,92 @@ func (s *Settings) validate() error {
 		return cliconf.Invalid("rate-limit", "%v: must be positive", s.RateLimit)
 	case s.Demo && s.Count == 0:
 		return cliconf.Invalid("count", "0 (no limit) cannot be combined with --demo, which ends when the feed does")
-	case metricsrv.CheckAddr(s.MetricsAddr) != nil:
-		return cliconf.Invalid("metrics-addr", "%v", metricsrv.CheckAddr(s.MetricsAddr))
 	}
 	return nil
+}
+
+// flagOf names the flag of each fh.Config field, for its errors.
+var flagOf = map[string]string{
+	"Source": "source", "Channels": "channels", "GroupA": "group", "GroupB": "group-b", "Interface": "iface",
+	"Transport": "transport", "TTL": "ttl", "MaxDatagram": "max-datagram", "MaxDelay": "max-delay",
+	"Heartbeat": "heartbeat", "SendBatch": "send-batch", "Rate": "rate", "PaceSpin": "pace-spin",
+	"Duration": "duration", "Linger": "linger", "FeedName": "feed-name", "NATSURL": "nats-url",
+	"NATSListen": "nats-listen", "NATSUsers": "nats-users", "StoreMessages": "store-messages",
+	"StoreBytes": "store-bytes", "MaxRetransmit": "max-retransmit", "RateLimit": "rate-limit",
+	"MetricsAddr": "metrics-addr",
+}
+
+// flagError turns an *fh.ConfigError into a *cliconf.Error naming the
+// flag; other errors are returned as they are.
+func flagError(err error) error {
+	var ce *fh.ConfigError
+	if errors.As(err, &ce) {
+		return cliconf.Invalid(flagOf[ce.Field], "%v", ce.Err)
+	}
+	return err
+}
+
+// config checks the settings and returns the feed handler's configuration,
+// without its source and log. Its errors are *cliconf.Error.
+func (s *Settings) config() (fh.Config, error) {
+	if err := s.validate(); err != nil {
+		return fh.Config{}, err
+	}
+	c := fh.Config{
+		SourceName: s.Source, Channels: s.Channels, Transport: s.Transport, TTL: s.TTL,
+		MaxDatagram: s.MaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
+		Rate: s.Rate, PaceSpin: s.PaceSpin, Duration: s.Duration, Linger: s.Linger,
+		FeedName: s.FeedName, NATSURL: s.NATSURL, NATSListen: s.NATSListen, NATS: s.Flags, NATSLive: s.NATSLive,
+		StoreMessages: s.StoreMessages, StoreBytes: s.StoreBytes, MaxRetransmit: s.MaxRetransmit, RateLimit: s.RateLimit,
+		MetricsAddr: s.MetricsAddr,
+	}
+	if _, set := s.Origins["max-datagram"]; !set && s.Transport == "rdma" {
+		c.MaxDatagram = 0 // the RDMA port's active MTU
+	}
+	var err error
+	if c.GroupA, err = tickcast.ParseGroup(s.Group); err != nil {
+		return c, cliconf.Invalid("group", "%v", err)
+	}
+	if s.GroupB != "" {
+		if c.GroupB, err = tickcast.ParseGroup(s.GroupB); err != nil {
+			return c, cliconf.Invalid("group-b", "%v", err)
+		}
+	}
+	if c.Interface, err = netip.ParseAddr(s.Iface); err != nil || !c.Interface.Is4() {
+		return c, cliconf.Invalid("iface", "%q is not an IPv4 address", s.Iface)
+	}
+	if c.NATSUsers, err = s.natsUsers(); err != nil {
+		return c, err
+	}
+	return c, flagError(c.Validate())
+}
+
+// natsUsers returns the users --nats-users gives the embedded server.
+func (s *Settings) natsUsers() ([]natsconn.User, error) {
+	if s.NATSUsers == "" {
+		return nil, nil
+	}
+	if s.NATSURL != "" {
+		return nil, cliconf.Invalid("nats-users", "configures the embedded server, which --nats-url replaces")
+	}
+	var users []natsconn.User
+	var err error
+	if strings.HasPrefix(s.NATSUsers, "@") {
+		users, err = natsconn.LoadUsersFile(s.NATSUsers[1:])
+	} else {
+		users, err = natsconn.ParseUsers(s.NATSUsers)
+	}
+	if err != nil {
+		return nil, cliconf.Invalid("nats-users", "%v", err)
+	}
+	return users, nil
 }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
+// run is the program: it returns the exit code.
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	var s Settings
 	err := cliconf.Load("feedhandler", args, getenv, &s)
@@ -137,28 +208,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprint(stdout, cliconf.Usage("feedhandler", &s))
 		return 0
 	}
+	var cfg fh.Config
 	if err == nil {
-		err = s.validate()
+		cfg, err = s.config()
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "feedhandler: %v\n", err)
-		return 2
-	}
-	group, err := tickcast.ParseGroup(s.Group)
-	if err != nil {
-		fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("group", "%v", err))
-		return 2
-	}
-	var groupB netip.AddrPort
-	if s.GroupB != "" {
-		if groupB, err = tickcast.ParseGroup(s.GroupB); err != nil {
-			fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("group-b", "%v", err))
-			return 2
-		}
-	}
-	iface, err := netip.ParseAddr(s.Iface)
-	if err != nil || !iface.Is4() {
-		fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("iface", "%q is not an IPv4 address", s.Iface))
 		return 2
 	}
 	log, err := logging.New(s.LogFormat, s.LogLevel, stderr)
@@ -166,7 +221,6 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "feedhandler: %v\n", err)
 		return 2
 	}
-
 	if s.DryRun {
 		return dryRun(&s, log, stdout, stderr)
 	}
@@ -176,250 +230,69 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 2
 	}
 	defer releaseSrc()
-	udpc := tickcast.UDPConfig{Interface: iface, TTL: s.TTL, MaxDatagram: s.MaxDatagram, CPU: -1}
-	newSender := tickcast.UDPSenders(udpc)
-	pubMaxDatagram := s.MaxDatagram
-	switch s.Transport {
-	case "udp":
-	case "rdma":
-		if !rdma.Available {
-			fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("transport", "%v", rdma.ErrNotBuilt))
-			return 2
-		}
-		// The packet size comes from the port's active MTU unless
-		// --max-datagram was set explicitly (a larger one fails: too large).
-		rc := tickcast.RDMAConfig{Interface: iface, CPU: -1}
-		pubMaxDatagram = 0
-		if _, set := s.Origins["max-datagram"]; set {
-			rc.MaxDatagram, pubMaxDatagram = s.MaxDatagram, s.MaxDatagram
-		}
-		newSender = tickcast.RDMASenders(rc)
-	default:
-		fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("transport", "%q: want udp or rdma", s.Transport))
-		return 2
-	}
-
-	if err := recovery.ValidateFeed(s.FeedName); err != nil {
-		fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("feed-name", "%v", err))
-		return 2
-	}
-	var users []natsconn.User
-	if s.NATSUsers != "" {
-		if s.NATSURL != "" {
-			fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("nats-users", "configures the embedded server, which --nats-url replaces"))
-			return 2
-		}
-		if strings.HasPrefix(s.NATSUsers, "@") {
-			users, err = natsconn.LoadUsersFile(s.NATSUsers[1:])
-		} else {
-			users, err = natsconn.ParseUsers(s.NATSUsers)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("nats-users", "%v", err))
-			return 2
-		}
-	}
-
+	cfg.Source, cfg.Log = src, log
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return publish(ctx, &s, cfg, stdout, stderr)
+}
 
-	// Recovery: a store per channel, served over NATS (embedded unless
-	// --nats-url names a server).
-	natsURL := s.NATSURL
-	var liveInterest func(string) bool // embedded server: publish live only to listeners
-	if natsURL == "" {
-		host, portStr, err := net.SplitHostPort(s.NATSListen)
-		port, perr := strconv.Atoi(portStr)
-		if err != nil || perr != nil || port < 0 || port > 65535 {
-			fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("nats-listen", "%q: want host:port", s.NATSListen))
-			return 2
-		}
-		srv, err := natsconn.StartServer(natsconn.ServerConfig{Host: host, Port: port, Feed: s.FeedName, Users: users,
-			Log: func(level, msg string) {
-				if level != "info" {
-					log.Warn().Str("nats", level).Msg(msg)
-				}
-			}})
-		if err != nil {
-			log.Error().Err(err).Msg("cannot start the embedded NATS server")
-			return 1
-		}
-		defer srv.Shutdown()
-		natsURL = srv.ClientURL()
-		liveInterest = srv.Interest
-		log.Info().Str("url", natsURL).Int("users", len(users)).Msg("embedded NATS server listening")
+// publish runs the feed handler (and the --demo subscriber) and returns the
+// exit code: with --demo the subscriber's, unless publishing failed.
+func publish(ctx context.Context, s *Settings, cfg fh.Config, stdout, stderr io.Writer) int {
+	h, err := fh.New(cfg)
+	var ce *fh.ConfigError
+	if errors.As(err, &ce) {
+		fmt.Fprintf(stderr, "feedhandler: %v\n", flagError(err))
+		return 2
 	}
-	nc, err := natsconn.Connect(s.Flags.ConnConfig(natsURL, "feedhandler", ""), func(event string, err error) {
-		log.Warn().Str("event", event).Err(err).Msg("nats")
-	})
 	if err != nil {
-		log.Error().Err(err).Str("url", natsURL).Msg("cannot connect to NATS")
-		return 1
+		return 1 // logged by New
 	}
-	defer nc.Close()
-	stores := make([]*recovery.Channel, s.Channels)
-	for ch := range stores {
-		if stores[ch], err = recovery.NewChannel(recovery.StoreConfig{MaxMessages: s.StoreMessages, MaxBytes: s.StoreBytes}); err != nil {
-			fmt.Fprintf(stderr, "feedhandler: %v\n", err)
-			return 2
-		}
-	}
-	rsrv, err := recovery.NewServer(nc, recovery.ServerConfig{Feed: s.FeedName, Channels: stores,
-		MaxRetransmit: s.MaxRetransmit, RateLimit: s.RateLimit, LiveInterest: liveInterest,
-		Log: log.With().Str("role", "recovery").Logger()})
-	if err != nil {
-		log.Error().Err(err).Msg("cannot serve recovery")
-		return 1
-	}
-	defer rsrv.Close()
-	metrics, err := startMetrics(&s, log, rsrv, stores)
-	if err != nil {
-		log.Error().Err(err).Str("metrics_addr", s.MetricsAddr).Msg("cannot serve metrics")
-		return 1
-	}
-	defer metrics.Close()
-	storeErrs := 0
-	onPacket := func(ch int, session mold.Session, firstSeq uint64, pkt []byte) {
-		if err := stores[ch].OnPacket(session, firstSeq, pkt); err != nil {
-			// The store refuses only what breaks the stream; say so, rarely.
-			if storeErrs++; storeErrs <= 10 {
-				log.Error().Err(err).Int("channel", ch).Msg("retransmission store")
-			}
-		}
-		if s.NATSLive {
-			rsrv.Live(ch, pkt)
-		}
-	}
-
+	defer h.Close()
 	// In demo mode the subscriber joins before the first packet is sent.
-	var demo *subapp.App
-	demoDone := make(chan int, 1)
+	var demoDone chan int
 	if s.Demo {
-		demo, err = subapp.New(subapp.Settings{
-			Channels: s.Channels, Group: s.Group, GroupB: s.GroupB, Iface: s.Iface,
-			MaxDatagram: s.MaxDatagram, Verify: true, Seed: s.Seed, Instruments: s.Instruments,
-			Expect: s.Count, IdleTimeout: 5 * time.Second, Format: "none", Mode: "auto", CPU: -1,
-			Window: 131072, StaleAfter: 300 * time.Millisecond,
-			Recovery: true, NATSURL: natsURL, FeedName: s.FeedName, RecoveryTimeout: 2 * time.Second,
-		}, log.With().Str("role", "demo-subscriber").Logger(), stdout)
-		if err != nil {
-			log.Error().Err(err).Msg("demo subscriber")
+		if demoDone, err = startDemo(s, h.NATSURL(), cfg.Log, stdout); err != nil {
+			cfg.Log.Error().Err(err).Msg("demo subscriber")
 			return 1
 		}
-		go func() { demoDone <- demo.Run(context.Background()) }()
 	}
-
-	pub, err := tickcast.NewPublisher(tickcast.PublisherConfig{
-		Channels: s.Channels, GroupA: group, GroupB: groupB,
-		NewSender:   newSender,
-		MaxDatagram: pubMaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
-		OnPacket: onPacket,
-		Observer: metrics.observer,
-		OnControl: func(ch int, session mold.Session, nextSeq uint64, datagram []byte) {
-			// Heartbeats and end of session go to the store too: one before
-			// the first message starts its session (snapshots can be served
-			// from the start), and the end tells probing subscribers that
-			// nothing more will come.
-			stores[ch].OnPacket(session, nextSeq, datagram)
-			if s.NATSLive {
-				rsrv.Live(ch, datagram)
-			}
-		},
-	})
-	if err != nil {
-		log.Error().Err(err).Msg("cannot start publisher")
-		return 1
-	}
-	metrics.addPublisher(pub)
-	sessions := pub.Sessions()
-	for ch := 0; ch < s.Channels; ch++ {
-		ga, _ := tickcast.ChannelGroup(group, ch)
-		ev := log.Info().Int("channel", ch).Str("session", sessions[ch].String()).Str("group", ga.String()).
-			Int("instruments", channelInstruments(src, ch))
-		if groupB.IsValid() {
-			gb, _ := tickcast.ChannelGroup(groupB, ch)
-			ev = ev.Str("group_b", gb.String())
-		}
-		ev.Msg("channel open")
-	}
-	log.Info().Str("source", s.Source).Uint64("count", s.Count).Float64("rate", s.Rate).
+	cfg.Log.Info().Str("source", s.Source).Uint64("count", s.Count).Float64("rate", s.Rate).
 		Uint64("seed", s.Seed).Int("instruments", s.Instruments).Str("settings_from", s.Origins.String()).Msg("publishing")
-
-	start := time.Now()
-	unknown := 0
-	runCtx := ctx
-	if s.Duration > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(ctx, s.Duration)
-		defer cancel()
-	}
-	runErr := pub.Run(runCtx, src, tickcast.RunConfig{Rate: s.Rate, Spin: s.PaceSpin, OnError: func(err error) {
-		unknown++
-		if unknown <= 10 || unknown%10000 == 0 {
-			log.Warn().Err(err).Int("errors", unknown).Msg("publish error (the run goes on)")
-		}
-	}})
-	endErr := pub.End()
-	elapsed := time.Since(start)
-	// Linger: keep serving recovery, and repeat the end of session every
-	// heartbeat interval so a subscriber that lost it still learns where the
-	// session ended. A second signal ends the linger at once.
-	if s.Linger > 0 && ctx.Err() == nil {
-		log.Info().Dur("linger", s.Linger).Msg("session ended; serving recovery")
-		lingerCtx, lingerStop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		tick := time.NewTicker(s.Heartbeat)
-		deadline := time.NewTimer(s.Linger)
-	linger:
-		for {
-			select {
-			case <-tick.C:
-				pub.End()
-			case <-deadline.C:
-				break linger
-			case <-lingerCtx.Done():
-				break linger
-			}
-		}
-		tick.Stop()
-		lingerStop()
-	}
-	closeErr := pub.Close()
-	if closeErr == nil {
-		closeErr = endErr
-	}
-	rst := rsrv.Stats()
-	st := pub.Stats()
-	for ch := 0; ch < s.Channels; ch++ {
-		log.Info().Int("channel", ch).Str("session", sessions[ch].String()).Uint64("next_seq", pub.NextSeq(ch)).
-			Uint64("packets", pub.ChannelPackets(ch)).Msg("end of session sent")
-	}
-	summary := map[string]any{
-		"role": "feedhandler", "messages": st.Messages, "packets": st.Packets, "heartbeats": st.Heartbeats,
-		"elapsed_s": elapsed.Seconds(), "msgs_per_s": float64(st.Messages) / elapsed.Seconds(),
-		"msgs_per_packet": float64(st.Messages) / max(1, float64(st.Packets)),
-		"flush_drain":     st.FlushDrain, "flush_full": st.FlushFull, "flush_deadline": st.FlushDeadline,
-		"unknown_instrument": st.UnknownInstrument, "interrupted": ctx.Err() != nil,
-		"duration_reached":    ctx.Err() == nil && runCtx.Err() != nil,
-		"retransmit_requests": rst.Requests, "retransmitted": rst.MessagesServed, "snapshots": rst.Snapshots,
-		"recovery_rejected": rst.Rejected, "live_published": rst.LivePublished, "live_skipped": rst.LiveSkipped,
-	}
-	level := zerolog.InfoLevel
+	sum, err := h.Run(ctx)
 	code := 0
-	for _, err := range []error{runErr, closeErr} {
-		if err != nil {
-			log.Error().Err(err).Msg("publishing failed")
-			level, code = zerolog.ErrorLevel, 1
-		}
+	if err != nil {
+		code = 1 // logged by Run
 	}
-	log.WithLevel(level).Fields(summary).Msg("feed handler done")
-	if !s.Demo {
-		b, _ := json.Marshal(summary)
+	if demoDone == nil {
+		b, _ := json.Marshal(sum.Fields())
 		fmt.Fprintln(stdout, string(b))
 		return code
 	}
-	subCode := <-demoDone
-	if code == 0 {
+	if subCode := <-demoDone; code == 0 {
 		code = subCode
 	}
 	return code
+}
+
+// startDemo starts the --demo subscriber: the subscriber's defaults, joined
+// to this feed and verifying it, recovering from natsURL. Its exit code
+// comes on the channel returned.
+func startDemo(s *Settings, natsURL string, log zerolog.Logger, stdout io.Writer) (chan int, error) {
+	var d subapp.Settings
+	if err := cliconf.Defaults(&d); err != nil {
+		return nil, err
+	}
+	d.Channels, d.Group, d.GroupB, d.Iface, d.MaxDatagram = s.Channels, s.Group, s.GroupB, s.Iface, s.MaxDatagram
+	d.Verify, d.Seed, d.Instruments, d.Expect = true, s.Seed, s.Instruments, s.Count
+	d.NATSURL, d.FeedName = natsURL, s.FeedName
+	d.Format = "none"  // only the summary line, which the demo prints instead of the feed handler's
+	d.MetricsAddr = "" // the feed handler serves this process's metrics
+	demo, err := subapp.New(d, log.With().Str("role", "demo-subscriber").Logger(), stdout)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan int, 1)
+	go func() { done <- demo.Run(context.Background()) }()
+	return done, nil
 }

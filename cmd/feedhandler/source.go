@@ -68,18 +68,6 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 	return p, func() { f.Close() }, nil
 }
 
-// channelInstruments returns how many instruments channel ch carries, or -1
-// when the source learns its instruments only as it reads them.
-func channelInstruments(src feed.Source, ch int) int {
-	if pre, ok := src.(*pregenerated); ok {
-		src = pre.syn
-	}
-	if syn, ok := src.(*feed.Synthetic); ok {
-		return len(syn.ChannelInstruments(ch))
-	}
-	return -1
-}
-
 // maxPregenerate bounds --pregenerate: each message takes 160 bytes of
 // memory until it is published.
 const maxPregenerate = 10_000_000
@@ -110,6 +98,10 @@ func pregenerate(syn *feed.Synthetic, count uint64) (*pregenerated, error) {
 		p.msgs = append(p.msgs, m)
 	}
 }
+
+// ChannelInstruments returns the instruments channel c carries, as
+// feed.Synthetic's method (the feed handler logs their number).
+func (p *pregenerated) ChannelInstruments(c int) []uint32 { return p.syn.ChannelInstruments(c) }
 
 // Next implements feed.Source.
 func (p *pregenerated) Next(m *feed.Msg) error {

@@ -551,6 +551,18 @@ type table struct {
 // tables returns the report's tables, shared by the text and the Markdown
 // output.
 func (r *latResult) tables() []table {
+	out := r.latencyTables()
+	for _, mk := range []func() (table, bool){r.ratioTable, r.searchTable, r.pingPongTable, r.fanoutTable} {
+		if t, ok := mk(); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// latencyTables returns a latency table and a floor rate search table per
+// channel count, each if it has rows.
+func (r *latResult) latencyTables() []table {
 	var out []table
 	for _, ch := range r.Channels {
 		for _, probe := range []bool{false, true} {
@@ -584,59 +596,79 @@ func (r *latResult) tables() []table {
 			}
 		}
 	}
-	if len(r.Ratios) > 0 {
-		t := table{title: "Ratios per round (median [min–max]): tickcast ÷ floor of the same receive class, tickcast ÷ NATS",
-			head: []string{"channels", "rate", "tickcast", "floor", "p50 ÷ floor", "p99 ÷ floor", "p50 ÷ NATS", "p99 ÷ NATS"}}
-		for _, x := range r.Ratios {
-			t.rows = append(t.rows, []string{fmt.Sprint(x.Channels), rateName(x.Rate), x.Peer, x.Floor, medRange(x.P50Floor, ratio),
-				medRange(x.P99Floor, ratio), medRange(x.P50NATS, ratio), medRange(x.P99NATS, ratio)})
-		}
-		out = append(out, t)
-	}
-	if len(r.Search) > 0 {
-		t := table{title: fmt.Sprintf("Rate search: the highest measured rate at which the floor's median p50 stays under %d µs", probeLimitUs),
-			head: []string{"channels", "floor", "highest rate", "achieved msg/s", "first rate over"}}
-		for _, x := range r.Search {
-			hi, over := "none", "none"
-			if x.Highest > 0 {
-				hi = rateName(x.Highest)
-			}
-			if x.FirstOver > 0 {
-				over = rateName(x.FirstOver)
-			}
-			t.rows = append(t.rows, []string{fmt.Sprint(x.Channels), x.Peer, hi, count(x.Achieved), over})
-		}
-		out = append(out, t)
-	}
-	if len(r.PingPongSummary) > 0 {
-		t := table{title: "Ping-pong round trips (back to back, one in flight); sockperf reports half round trips, shown beside tickbench's halves",
-			head: []string{"transport", "RTT p50 µs", "RTT p99 µs", "½ RTT p50 µs", "½ RTT p99 µs", "unanswered"}}
-		for _, p := range r.PingPongSummary {
-			name := p.Transport
-			rtt50, rtt99 := medRange(p.RTTP50, us), medRange(p.RTTP99, us)
-			if p.Transport == ppSockperf {
-				name, rtt50, rtt99 = "sockperf (UDP, its half RTT)", "", ""
-			}
-			if p.Failed > 0 {
-				name += fmt.Sprintf(" (%d of %d runs failed)", p.Failed, p.Runs)
-			}
-			t.rows = append(t.rows, []string{name, rtt50, rtt99, medRange(p.HalfP50, us), medRange(p.HalfP99, us), medRange(p.Lost, count)})
-		}
-		out = append(out, t)
-	}
-	if len(r.FanoutSummary) > 0 {
-		t := table{title: "Fan-out: one unpaced sender, N subscribers, messages received per second per subscriber (median [min–max] over the rounds)",
-			head: []string{"peer", "subscribers", "median subscriber msg/s", "slowest subscriber msg/s", "lost (all subscribers)"}}
-		for _, f := range r.FanoutSummary {
-			name := f.Peer
-			if f.Failed > 0 {
-				name += fmt.Sprintf(" (%d of %d runs failed)", f.Failed, f.Runs)
-			}
-			t.rows = append(t.rows, []string{name, fmt.Sprint(f.Subs), medRange(f.PerSub, count), medRange(f.MinSub, count), medRange(f.Lost, count)})
-		}
-		out = append(out, t)
-	}
 	return out
+}
+
+// ratioTable is the table of ratios per round, if there are any.
+func (r *latResult) ratioTable() (table, bool) {
+	if !(len(r.Ratios) > 0) {
+		return table{}, false
+	}
+	t := table{title: "Ratios per round (median [min–max]): tickcast ÷ floor of the same receive class, tickcast ÷ NATS",
+		head: []string{"channels", "rate", "tickcast", "floor", "p50 ÷ floor", "p99 ÷ floor", "p50 ÷ NATS", "p99 ÷ NATS"}}
+	for _, x := range r.Ratios {
+		t.rows = append(t.rows, []string{fmt.Sprint(x.Channels), rateName(x.Rate), x.Peer, x.Floor, medRange(x.P50Floor, ratio),
+			medRange(x.P99Floor, ratio), medRange(x.P50NATS, ratio), medRange(x.P99NATS, ratio)})
+	}
+	return t, true
+}
+
+// searchTable is the table of the rate search, if there was one.
+func (r *latResult) searchTable() (table, bool) {
+	if !(len(r.Search) > 0) {
+		return table{}, false
+	}
+	t := table{title: fmt.Sprintf("Rate search: the highest measured rate at which the floor's median p50 stays under %d µs", probeLimitUs),
+		head: []string{"channels", "floor", "highest rate", "achieved msg/s", "first rate over"}}
+	for _, x := range r.Search {
+		hi, over := "none", "none"
+		if x.Highest > 0 {
+			hi = rateName(x.Highest)
+		}
+		if x.FirstOver > 0 {
+			over = rateName(x.FirstOver)
+		}
+		t.rows = append(t.rows, []string{fmt.Sprint(x.Channels), x.Peer, hi, count(x.Achieved), over})
+	}
+	return t, true
+}
+
+// pingPongTable is the table of ping-pong round trips, if there were any.
+func (r *latResult) pingPongTable() (table, bool) {
+	if !(len(r.PingPongSummary) > 0) {
+		return table{}, false
+	}
+	t := table{title: "Ping-pong round trips (back to back, one in flight); sockperf reports half round trips, shown beside tickbench's halves",
+		head: []string{"transport", "RTT p50 µs", "RTT p99 µs", "½ RTT p50 µs", "½ RTT p99 µs", "unanswered"}}
+	for _, p := range r.PingPongSummary {
+		name := p.Transport
+		rtt50, rtt99 := medRange(p.RTTP50, us), medRange(p.RTTP99, us)
+		if p.Transport == ppSockperf {
+			name, rtt50, rtt99 = "sockperf (UDP, its half RTT)", "", ""
+		}
+		if p.Failed > 0 {
+			name += fmt.Sprintf(" (%d of %d runs failed)", p.Failed, p.Runs)
+		}
+		t.rows = append(t.rows, []string{name, rtt50, rtt99, medRange(p.HalfP50, us), medRange(p.HalfP99, us), medRange(p.Lost, count)})
+	}
+	return t, true
+}
+
+// fanoutTable is the table of the fan-out ramp, if there was one.
+func (r *latResult) fanoutTable() (table, bool) {
+	if !(len(r.FanoutSummary) > 0) {
+		return table{}, false
+	}
+	t := table{title: "Fan-out: one unpaced sender, N subscribers, messages received per second per subscriber (median [min–max] over the rounds)",
+		head: []string{"peer", "subscribers", "median subscriber msg/s", "slowest subscriber msg/s", "lost (all subscribers)"}}
+	for _, f := range r.FanoutSummary {
+		name := f.Peer
+		if f.Failed > 0 {
+			name += fmt.Sprintf(" (%d of %d runs failed)", f.Failed, f.Runs)
+		}
+		t.rows = append(t.rows, []string{name, fmt.Sprint(f.Subs), medRange(f.PerSub, count), medRange(f.MinSub, count), medRange(f.Lost, count)})
+	}
+	return t, true
 }
 
 // header is the description of the run above the tables.

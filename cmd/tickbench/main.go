@@ -131,41 +131,44 @@ func runRole(role string, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	if role, ok := roleOf(args); ok {
-		return runRole(role, args, stdout, stderr)
-	}
-	var s settings
-	var ls latSettings
-	var channels, rates, searchRates, modes, fanSubs string
-	var search bool
-	var throughput bool
+// benchFlags are tickbench's flags: settings and latSettings, and the
+// texts parsed into them after parsing.
+type benchFlags struct {
+	s                                                      settings
+	ls                                                     latSettings
+	channels, rates, searchRates, modes, fanSubs, markdown string
+	search, throughput                                     bool
+}
+
+// flagSet returns the flag set that fills f.
+func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
+	s, ls := &f.s, &f.ls
 	fs := flag.NewFlagSet("tickbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.BoolVar(&throughput, "throughput", false, "measure throughput (tickcast at full speed beside a sendmmsg/recvmmsg floor) instead of latency")
-	fs.StringVar(&channels, "channels", "", "channels (multicast groups) per run, comma separated (latency default 1,4; throughput default 1, one value)")
+	fs.BoolVar(&f.throughput, "throughput", false, "measure throughput (tickcast at full speed beside a sendmmsg/recvmmsg floor) instead of latency")
+	fs.StringVar(&f.channels, "channels", "", "channels (multicast groups) per run, comma separated (latency default 1,4; throughput default 1, one value)")
 	fs.BoolVar(&s.json, "json", false, "print the result as JSON instead of a table")
 	fs.StringVar(&s.out, "out", "", "also write the JSON result to this file")
 	fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "limit for each child process")
 	// Latency mode.
-	fs.StringVar(&rates, "rates", "10000,50000,100000", "latency: paced rates in msg/s, comma separated")
+	fs.StringVar(&f.rates, "rates", "10000,50000,100000", "latency: paced rates in msg/s, comma separated")
 	fs.IntVar(&ls.rounds, "rounds", 5, "latency: rounds, each running every peer at every rate")
-	fs.StringVar(&modes, "modes", "", "latency: subscriber modes, comma separated (default: those of blocking,busy-poll,direct,direct-spin that subscriber --help lists)")
+	fs.StringVar(&f.modes, "modes", "", "latency: subscriber modes, comma separated (default: those of blocking,busy-poll,direct,direct-spin that subscriber --help lists)")
 	fs.DurationVar(&ls.duration, "duration", 2*time.Second, "latency: length of each run; messages = rate × duration")
-	fs.BoolVar(&search, "search", true, "latency: search for the highest rate at which the floor's p50 stays under 100 µs (probes at --search-rates)")
-	fs.StringVar(&searchRates, "search-rates", "100000,200000,400000,800000", "latency: the floor's probe rates in msg/s")
+	fs.BoolVar(&f.search, "search", true, "latency: search for the highest rate at which the floor's p50 stays under 100 µs (probes at --search-rates)")
+	fs.StringVar(&f.searchRates, "search-rates", "100000,200000,400000,800000", "latency: the floor's probe rates in msg/s")
 	fs.DurationVar(&ls.probeDur, "probe-duration", 500*time.Millisecond, "latency: length of each search probe")
 	fs.BoolVar(&ls.pingpong, "pingpong", true, "latency: also run ping-pong round trips (raw UDP, tickcast, NATS request/reply, sockperf)")
 	fs.Uint64Var(&ls.ppCount, "pingpong-count", 20000, "latency: round trips per ping-pong run")
 	fs.StringVar(&ls.sockperf, "sockperf", "/usr/bin/sockperf", "latency: sockperf binary for its UDP ping-pong (empty: none; skipped with a note when missing)")
 	fs.BoolVar(&ls.fanout, "fanout", true, "latency: also run the fan-out ramp (one unpaced sender, --fanout-subs subscribers)")
-	fs.StringVar(&fanSubs, "fanout-subs", "1,2,4", "latency: subscriber counts of the fan-out ramp")
+	fs.StringVar(&f.fanSubs, "fanout-subs", "1,2,4", "latency: subscriber counts of the fan-out ramp")
 	fs.Uint64Var(&ls.fanCount, "fanout-count", 300000, "latency: messages per fan-out run")
 	fs.StringVar(&ls.outdir, "outdir", "bench-out", "latency: directory for the .hgrm files and SVG plots (empty: none)")
 	fs.BoolVar(&ls.quick, "quick", false, "latency: smoke test: every peer at 2k msg/s, 2,000 messages, 1 round, short ping-pong and fan-out, no search; "+
 		"exits 1 unless every peer delivered everything and the output parses (checks no speed)")
 	fs.StringVar(&ls.baseline, "baseline", "", "latency: also run the feed handler and subscriber of this git revision (e.g. a commit before a change), as peers baseline-MODE, in the same rounds")
-	markdown := fs.String("markdown", "", "latency: also write the report as Markdown to this file (BENCHMARKS.md)")
+	fs.StringVar(&f.markdown, "markdown", "", "latency: also write the report as Markdown to this file (BENCHMARKS.md)")
 	// Throughput mode.
 	fs.Uint64Var(&s.count, "count", 2_000_000, "throughput: messages the feed handler publishes per tickcast run")
 	fs.IntVar(&s.repeat, "repeat", 3, "throughput: rounds (one floor run and one tickcast run per mode each)")
@@ -183,6 +186,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"See docs/bench.md.\n\n")
 		fs.PrintDefaults()
 	}
+	return fs
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if role, ok := roleOf(args); ok {
+		return runRole(role, args, stdout, stderr)
+	}
+	var f benchFlags
+	fs := f.flagSet(stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -195,18 +207,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if !throughput {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if channels == "" {
-			channels = "1,4"
-		}
-		if err := ls.parse(s.timeout, channels, rates, searchRates, modes, fanSubs, search, set); err != nil {
-			fmt.Fprintf(stderr, "tickbench: %v\n", err)
-			return 2
-		}
-		return runLatencyMain(ctx, ls, s, *markdown, stdout, stderr)
+	if f.throughput {
+		return runThroughput(ctx, f.s, f.channels, stdout, stderr)
 	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if f.channels == "" {
+		f.channels = "1,4"
+	}
+	if err := f.ls.parse(f.s.timeout, f.channels, f.rates, f.searchRates, f.modes, f.fanSubs, f.search, set); err != nil {
+		fmt.Fprintf(stderr, "tickbench: %v\n", err)
+		return 2
+	}
+	return runLatencyMain(ctx, f.ls, f.s, f.markdown, stdout, stderr)
+}
+
+// runThroughput is --throughput: it measures and prints the result.
+func runThroughput(ctx context.Context, s settings, channels string, stdout, stderr io.Writer) int {
 	if channels == "" {
 		channels = "1"
 	}
@@ -261,6 +278,43 @@ func (s *settings) validate() error {
 	return nil
 }
 
+// variant is one way the throughput mode runs tickcast: a subscriber mode,
+// with messages generated before or while publishing.
+type variant struct {
+	label, mode string
+	pregen      bool
+}
+
+// runRound runs the floor once and then tickcast once in each variant, and
+// compares each tickcast run with the floor. Progress goes on the line
+// the caller started.
+func runRound(ctx context.Context, fc floorConfig, tc tickcastConfig, count uint64, variants []variant, progress io.Writer) (round, error) {
+	var rd round
+	var err error
+	if rd.Floor, err = runFloor(ctx, fc); err != nil {
+		return rd, fmt.Errorf("floor: %w", err)
+	}
+	fmt.Fprintf(progress, " %.0f dg/s", rd.Floor.DgramsPerS)
+	for _, v := range variants {
+		c := tc
+		c.Count, c.Mode, c.Pregenerate = count, v.mode, v.pregen
+		fmt.Fprintf(progress, "; tickcast %s", v.label)
+		r, err := runTickcast(ctx, c)
+		if err != nil {
+			return rd, fmt.Errorf("tickcast %s: %w", v.label, err)
+		}
+		r.Mode = v.label
+		r.PktRatio = r.PacketsPerS / rd.Floor.DgramsPerS
+		r.ByteRatio = r.BytesPerS / rd.Floor.BytesPerS
+		if r.CPUPerPacketUs > 0 {
+			r.CPURatio = rd.Floor.CPUPerDgramUs / r.CPUPerPacketUs
+		}
+		fmt.Fprintf(progress, " %.0f ticks/s", r.TicksPerS)
+		rd.Tickcast = append(rd.Tickcast, r)
+	}
+	return rd, nil
+}
+
 // measure builds the binaries, runs the warm-up and the rounds, and
 // summarizes them.
 func measure(ctx context.Context, s settings, progress io.Writer) (*result, error) {
@@ -276,10 +330,6 @@ func measure(ctx context.Context, s settings, progress io.Writer) (*result, erro
 	// The raw sender generates nothing, so tickcast's feed handler is
 	// given pre-generated messages too (--pregenerate); one variant keeps
 	// the generator in the loop, as a feed handler runs in production.
-	type variant struct {
-		label, mode string
-		pregen      bool
-	}
 	variants := []variant{{"direct", "direct", true}, {"direct, live generation", "direct", false}, {"blocking", "blocking", true}}
 	if s.busyPoll {
 		variants = append(variants, variant{"busy-poll", "busy-poll", true})
@@ -317,32 +367,12 @@ func measure(ctx context.Context, s settings, progress io.Writer) (*result, erro
 	fc := floorConfig{Exe: []string{exe}, Count: res.FloorCount, Size: res.Size, Batch: s.batch, Timeout: s.timeout}
 
 	for i := 0; i < s.repeat; i++ {
-		var rd round
 		fmt.Fprintf(progress, "tickbench: round %d/%d: floor %d × %d B", i+1, s.repeat, fc.Count, fc.Size)
-		if rd.Floor, err = runFloor(ctx, fc); err != nil {
-			fmt.Fprintln(progress)
-			return nil, fmt.Errorf("round %d: floor: %w", i+1, err)
-		}
-		fmt.Fprintf(progress, " %.0f dg/s", rd.Floor.DgramsPerS)
-		for _, v := range variants {
-			c := tc
-			c.Count, c.Mode, c.Pregenerate = s.count, v.mode, v.pregen
-			fmt.Fprintf(progress, "; tickcast %s", v.label)
-			r, err := runTickcast(ctx, c)
-			if err != nil {
-				fmt.Fprintln(progress)
-				return nil, fmt.Errorf("round %d: tickcast %s: %w", i+1, v.label, err)
-			}
-			r.Mode = v.label
-			r.PktRatio = r.PacketsPerS / rd.Floor.DgramsPerS
-			r.ByteRatio = r.BytesPerS / rd.Floor.BytesPerS
-			if r.CPUPerPacketUs > 0 {
-				r.CPURatio = rd.Floor.CPUPerDgramUs / r.CPUPerPacketUs
-			}
-			fmt.Fprintf(progress, " %.0f ticks/s", r.TicksPerS)
-			rd.Tickcast = append(rd.Tickcast, r)
-		}
+		rd, err := runRound(ctx, fc, tc, s.count, variants, progress)
 		fmt.Fprintln(progress)
+		if err != nil {
+			return nil, fmt.Errorf("round %d: %w", i+1, err)
+		}
 		res.Rounds = append(res.Rounds, rd)
 	}
 	res.summarize()

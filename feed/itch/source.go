@@ -256,6 +256,8 @@ func (s *Source) define(m Message) bool {
 }
 
 // handle normalizes one framed ITCH message at input offset off.
+// It is long for a reason: one switch case per ITCH message type, the
+// specification's table in code order.
 func (s *Source) handle(b []byte, off int64) error {
 	s.stats.Messages++
 	if len(b) == 0 {

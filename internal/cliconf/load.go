@@ -94,6 +94,14 @@ func Load(name string, args []string, getenv func(string) string, dst any) error
 	return nil
 }
 
+// Defaults fills the settings struct that dst points to with its built-in
+// defaults alone, as Load does with no flags, environment or config file:
+// what a program's settings are when nothing is given. The feed handler's
+// --demo subscriber takes the subscriber's settings from it.
+func Defaults(dst any) error {
+	return Load("defaults", nil, func(string) string { return "" }, dst)
+}
+
 // configEnv is the environment variable that names the config file.
 var configEnv = envName(ConfigFlag)
 

@@ -79,6 +79,22 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestDefaultsOnly: Defaults gives the defaults even where the environment
+// sets a value.
+func TestDefaultsOnly(t *testing.T) {
+	t.Setenv("TICKCAST_RATE", "7")
+	var got testSettings
+	if err := Defaults(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := defaults(); !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	if err := Defaults(got); err == nil {
+		t.Error("Defaults took a struct that is not a pointer")
+	}
+}
+
 // TestKinds sets each kind of setting from each origin.
 func TestKinds(t *testing.T) {
 	kinds := []struct {

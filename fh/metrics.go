@@ -1,4 +1,4 @@
-package main
+package fh
 
 import (
 	"strings"
@@ -10,7 +10,7 @@ import (
 )
 
 // metrics is the feed handler's Prometheus registry and server
-// (--metrics-addr): the publisher's counters and packet histograms, the
+// (Config.MetricsAddr): the publisher's counters and packet histograms, the
 // recovery server's counters and the stores' depth, and the Go runtime's.
 type metrics struct {
 	*metricsrv.Server
@@ -18,15 +18,15 @@ type metrics struct {
 	source   string
 }
 
-// startMetrics serves the metrics (unless --metrics-addr is empty) and
-// registers the recovery collectors; the publisher's are added by
-// addPublisher once it exists.
-func startMetrics(s *Settings, log zerolog.Logger, rsrv *recovery.Server, stores []*recovery.Channel) (*metrics, error) {
-	srv, err := metricsrv.Start(s.MetricsAddr, log)
+// startMetrics serves the metrics (unless addr is empty) and registers the
+// recovery collectors; the publisher's are added by addPublisher once it
+// exists.
+func startMetrics(addr, source string, log zerolog.Logger, rsrv *recovery.Server, stores []*recovery.Channel) (*metrics, error) {
+	srv, err := metricsrv.Start(addr, log)
 	if err != nil {
 		return nil, err
 	}
-	m := &metrics{Server: srv, observer: tickcast.NewPublisherMetrics(), source: sourceLabel(s.Source)}
+	m := &metrics{Server: srv, observer: tickcast.NewPublisherMetrics(), source: sourceLabel(source)}
 	srv.Registry.MustRegister(m.observer, recovery.NewServerCollector(rsrv, stores))
 	return m, nil
 }
@@ -36,8 +36,8 @@ func (m *metrics) addPublisher(pub *tickcast.Publisher) {
 	m.Registry.MustRegister(tickcast.NewPublisherCollector(pub, m.source))
 }
 
-// sourceLabel is the source label value of --source: its kind (synthetic,
-// itch), without a path, so the label set stays bounded.
+// sourceLabel is the source label value of a source name: its kind
+// (synthetic, itch), without a path, so the label set stays bounded.
 func sourceLabel(source string) string {
 	kind, _, _ := strings.Cut(source, ":")
 	return kind

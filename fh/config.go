@@ -1,0 +1,273 @@
+package fh
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/metricsrv"
+	"github.com/tickcast/tickcast/internal/natsconn"
+	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/recovery"
+	"github.com/tickcast/tickcast/ud/rdma"
+)
+
+// Config is a feed handler's configuration. A zero field takes the default
+// its comment names; fields without a default are off when zero.
+type Config struct {
+	// Source is the upstream feed; required by New.
+	Source feed.Source
+	// SourceName names the source in logs and, cut at its first ':', in the
+	// source label of the publisher's metrics ("itch:/data/day.gz" gives
+	// itch); default "synthetic".
+	SourceName string
+
+	// Channels is the number of channels (multicast streams) instruments
+	// are spread over, 1..1296; default 4.
+	Channels int
+	// GroupA is the A-line multicast group of channel 0; channel c uses the
+	// address plus c. Default 239.77.0.1:31001.
+	GroupA netip.AddrPort
+	// GroupB is the B-line group of channel 0; the zero value sends no B
+	// line.
+	GroupB netip.AddrPort
+	// Interface is the IPv4 address of the interface to send on; default
+	// 127.0.0.1.
+	Interface netip.Addr
+	// Transport is "udp" (multicast, the default) or "rdma" (RDMA UD
+	// multicast; a binary built with -tags rdma, Interface the RDMA
+	// netdev's address).
+	Transport string
+	// TTL is the multicast TTL, 0..255; 0 keeps packets on this host.
+	TTL int
+	// MaxDatagram is the largest datagram in bytes; default 1472 with udp,
+	// the port's active MTU with rdma.
+	MaxDatagram int
+	// MaxDelay is the longest a message waits in a partly filled packet
+	// while input keeps coming; default 50µs.
+	MaxDelay time.Duration
+	// Heartbeat is the idle time after which a channel sends a heartbeat;
+	// default 100ms.
+	Heartbeat time.Duration
+	// SendBatch is the most packets per channel sent in one sendmmsg call,
+	// 1..1024; default 16.
+	SendBatch int
+
+	// Rate is messages per second; 0 publishes as fast as possible.
+	Rate float64
+	// PaceSpin is how long before each message the pacer spins instead of
+	// sleeping; 0 means pace.DefaultSpin, a negative value always spins.
+	PaceSpin time.Duration
+	// Duration ends the session after this long; 0: when the source ends.
+	Duration time.Duration
+	// Linger is how long recovery is served after end of session, the end
+	// being repeated every Heartbeat; 0: not at all.
+	Linger time.Duration
+
+	// FeedName names the feed in the NATS subjects (tickcast.FEED.*);
+	// default recovery.DefaultFeed.
+	FeedName string
+	// NATSURL is an external NATS server or cluster to serve recovery on;
+	// empty runs an embedded server on NATSListen.
+	NATSURL string
+	// NATSListen is the embedded server's host:port (port 0: a free port);
+	// default 127.0.0.1:4222.
+	NATSListen string
+	// NATSUsers are the embedded server's users; none: no authentication.
+	// Not allowed with NATSURL.
+	NATSUsers []natsconn.User
+	// NATS are the options of the feed handler's own NATS connection
+	// (credentials, TLS).
+	NATS natsconn.Flags
+	// NATSLive also publishes every datagram on tickcast.FEED.live.CH.
+	NATSLive bool
+
+	// StoreMessages is the retransmission store limit per channel in
+	// messages; default 1,048,576.
+	StoreMessages int
+	// StoreBytes is the retransmission store limit per channel in message
+	// bytes, at least 65535; default 64 MiB.
+	StoreBytes int
+	// MaxRetransmit is the most messages one retransmit request may ask
+	// for, 1..mold.MaxCount; default 10,000.
+	MaxRetransmit int
+	// RateLimit is the messages per second one requester may be sent;
+	// default 1,000,000.
+	RateLimit float64
+
+	// MetricsAddr serves Prometheus metrics on http://ADDR/metrics (port 0:
+	// a free port); empty serves none.
+	MetricsAddr string
+	// Log receives the feed handler's log lines; the zero Logger logs
+	// nothing.
+	Log zerolog.Logger
+}
+
+// Defaults of Config's fields.
+var (
+	DefaultGroupA    = netip.MustParseAddrPort("239.77.0.1:31001")
+	DefaultInterface = netip.MustParseAddr("127.0.0.1")
+)
+
+// Defaults of Config's fields.
+const (
+	DefaultChannels      = 4
+	DefaultMaxDatagram   = 1472
+	DefaultMaxDelay      = 50 * time.Microsecond
+	DefaultHeartbeat     = 100 * time.Millisecond
+	DefaultSendBatch     = 16
+	DefaultNATSListen    = "127.0.0.1:4222"
+	DefaultStoreMessages = 1 << 20
+	DefaultStoreBytes    = 64 << 20
+	DefaultMaxRetransmit = 10000
+	DefaultRateLimit     = 1e6
+)
+
+// ConfigError is a Config field whose value New cannot take.
+type ConfigError struct {
+	Field string // the Config field's name, such as "Channels"
+	Err   error  // what is wrong with its value
+}
+
+// Error returns "fh: Config.FIELD: problem".
+func (e *ConfigError) Error() string { return "fh: Config." + e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns e.Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func invalid(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// errNoSource is the Err of New's *ConfigError when Config.Source is nil.
+var errNoSource = errors.New("nil: a feed handler needs a source")
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Channels, DefaultChannels)
+	def(&c.SendBatch, DefaultSendBatch)
+	def(&c.StoreMessages, DefaultStoreMessages)
+	def(&c.StoreBytes, DefaultStoreBytes)
+	def(&c.MaxRetransmit, DefaultMaxRetransmit)
+	if c.SourceName == "" {
+		c.SourceName = "synthetic"
+	}
+	if !c.GroupA.IsValid() {
+		c.GroupA = DefaultGroupA
+	}
+	if !c.Interface.IsValid() {
+		c.Interface = DefaultInterface
+	}
+	if c.Transport == "" {
+		c.Transport = "udp"
+	}
+	if c.MaxDatagram == 0 && c.Transport == "udp" {
+		c.MaxDatagram = DefaultMaxDatagram
+	}
+	if c.MaxDelay == 0 {
+		c.MaxDelay = DefaultMaxDelay
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.FeedName == "" {
+		c.FeedName = recovery.DefaultFeed
+	}
+	if c.NATSListen == "" {
+		c.NATSListen = DefaultNATSListen
+	}
+	if c.RateLimit == 0 {
+		c.RateLimit = DefaultRateLimit
+	}
+	return c
+}
+
+// Validate reports the first field of c (after defaults) that New would
+// refuse, as a *ConfigError, so that a program can check its settings before
+// it opens its source. It does not look at Source, which New requires.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if err := c.validatePublishing(); err != nil {
+		return err
+	}
+	return c.validateRecovery()
+}
+
+// validatePublishing checks the fields of the publishing path.
+func (c *Config) validatePublishing() error {
+	minDatagram := mold.HeaderLen + mold.BlockHdrLen + feed.MaxLen
+	switch {
+	case c.Channels < 1 || c.Channels > 1296:
+		return invalid("Channels", "%d: want 1..1296", c.Channels)
+	case c.Transport != "udp" && c.Transport != "rdma":
+		return invalid("Transport", "%q: want udp or rdma", c.Transport)
+	case c.Transport == "rdma" && !rdma.Available:
+		return invalid("Transport", "%v", rdma.ErrNotBuilt)
+	case !c.Interface.Is4():
+		return invalid("Interface", "%v is not an IPv4 address", c.Interface)
+	case c.TTL < 0 || c.TTL > 255:
+		return invalid("TTL", "%d: want 0..255", c.TTL)
+	case c.MaxDatagram != 0 && (c.MaxDatagram < minDatagram || c.MaxDatagram > 65507):
+		return invalid("MaxDatagram", "%d: want %d..65507", c.MaxDatagram, minDatagram)
+	case c.MaxDelay < 0:
+		return invalid("MaxDelay", "%v: must not be negative", c.MaxDelay)
+	case c.Heartbeat < 0:
+		return invalid("Heartbeat", "%v: must not be negative", c.Heartbeat)
+	case c.SendBatch < 1 || c.SendBatch > 1024:
+		return invalid("SendBatch", "%d: want 1..1024", c.SendBatch)
+	case c.Rate < 0:
+		return invalid("Rate", "%v: must not be negative", c.Rate)
+	case c.Duration < 0:
+		return invalid("Duration", "%v: must not be negative", c.Duration)
+	case c.Linger < 0:
+		return invalid("Linger", "%v: must not be negative", c.Linger)
+	}
+	return nil
+}
+
+// validateRecovery checks the fields of the stores, recovery, NATS and
+// metrics.
+func (c *Config) validateRecovery() error {
+	switch {
+	case c.StoreMessages < 1:
+		return invalid("StoreMessages", "%d: must be positive", c.StoreMessages)
+	case c.StoreBytes < 65535:
+		return invalid("StoreBytes", "%d: at least 65535, so any message fits", c.StoreBytes)
+	case c.MaxRetransmit < 1 || c.MaxRetransmit > mold.MaxCount:
+		return invalid("MaxRetransmit", "%d: want 1..%d", c.MaxRetransmit, mold.MaxCount)
+	case c.RateLimit < 0:
+		return invalid("RateLimit", "%v: must not be negative", c.RateLimit)
+	case len(c.NATSUsers) > 0 && c.NATSURL != "":
+		return invalid("NATSUsers", "configures the embedded server, which NATSURL replaces")
+	}
+	if err := recovery.ValidateFeed(c.FeedName); err != nil {
+		return invalid("FeedName", "%v", err)
+	}
+	if _, _, err := splitListen(c.NATSListen); err != nil && c.NATSURL == "" {
+		return invalid("NATSListen", "%v", err)
+	}
+	if err := metricsrv.CheckAddr(c.MetricsAddr); err != nil {
+		return invalid("MetricsAddr", "%v", err)
+	}
+	return nil
+}
+
+// splitListen splits the embedded NATS server's host:port.
+func splitListen(listen string) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	port, perr := strconv.Atoi(portStr)
+	if err != nil || perr != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: want host:port", listen)
+	}
+	return host, port, nil
+}

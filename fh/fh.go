@@ -1,0 +1,339 @@
+package fh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/natsconn"
+	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/recovery"
+)
+
+// FeedHandler is one feed handler: made by New, run once by Run, released by
+// Close.
+type FeedHandler struct {
+	cfg     Config
+	log     zerolog.Logger
+	srv     *natsconn.Server // the embedded NATS server, or nil
+	natsURL string
+	nc      *nats.Conn
+	stores  []*recovery.Channel
+	rsrv    *recovery.Server
+	metrics *metrics
+	pub     *tickcast.Publisher
+	closed  bool // pub is closed
+	sink    packetSink
+}
+
+// New checks cfg, starts NATS (embedded, unless cfg.NATSURL names a
+// server), the retransmission stores, the recovery server and the metrics
+// endpoint, and opens the publisher's senders; nothing is sent until Run. A
+// bad cfg gives a *ConfigError; a part that cannot start gives an error
+// saying which, and is also logged.
+func New(cfg Config) (*FeedHandler, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Source == nil {
+		return nil, &ConfigError{Field: "Source", Err: errNoSource}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	h := &FeedHandler{cfg: cfg, log: cfg.Log}
+	if err := h.start(); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// start starts the parts in the order they depend on each other.
+func (h *FeedHandler) start() error {
+	if err := h.startNATS(); err != nil {
+		return err
+	}
+	if err := h.startRecovery(); err != nil {
+		return err
+	}
+	m, err := startMetrics(h.cfg.MetricsAddr, h.cfg.SourceName, h.log, h.rsrv, h.stores)
+	if err != nil {
+		h.log.Error().Err(err).Str("metrics_addr", h.cfg.MetricsAddr).Msg("cannot serve metrics")
+		return fmt.Errorf("fh: metrics on %s: %w", h.cfg.MetricsAddr, err)
+	}
+	h.metrics = m
+	if err := h.startPublisher(); err != nil {
+		return err
+	}
+	h.logChannels()
+	return nil
+}
+
+// startNATS starts the embedded server, unless Config.NATSURL names one, and
+// connects to it.
+func (h *FeedHandler) startNATS() error {
+	h.natsURL = h.cfg.NATSURL
+	if h.natsURL == "" {
+		host, port, _ := splitListen(h.cfg.NATSListen) // checked by Validate
+		srv, err := natsconn.StartServer(natsconn.ServerConfig{Host: host, Port: port, Feed: h.cfg.FeedName, Users: h.cfg.NATSUsers,
+			Log: func(level, msg string) {
+				if level != "info" {
+					h.log.Warn().Str("nats", level).Msg(msg)
+				}
+			}})
+		if err != nil {
+			h.log.Error().Err(err).Msg("cannot start the embedded NATS server")
+			return fmt.Errorf("fh: embedded NATS server on %s: %w", h.cfg.NATSListen, err)
+		}
+		h.srv = srv
+		h.natsURL = srv.ClientURL()
+		h.log.Info().Str("url", h.natsURL).Int("users", len(h.cfg.NATSUsers)).Msg("embedded NATS server listening")
+	}
+	nc, err := natsconn.Connect(h.cfg.NATS.ConnConfig(h.natsURL, "feedhandler", ""), func(event string, err error) {
+		h.log.Warn().Str("event", event).Err(err).Msg("nats")
+	})
+	if err != nil {
+		h.log.Error().Err(err).Str("url", h.natsURL).Msg("cannot connect to NATS")
+		return fmt.Errorf("fh: connect to NATS: %w", err)
+	}
+	h.nc = nc
+	return nil
+}
+
+// startRecovery makes a store per channel and serves them over NATS.
+func (h *FeedHandler) startRecovery() error {
+	h.stores = make([]*recovery.Channel, h.cfg.Channels)
+	for ch := range h.stores {
+		var err error
+		h.stores[ch], err = recovery.NewChannel(recovery.StoreConfig{MaxMessages: h.cfg.StoreMessages, MaxBytes: h.cfg.StoreBytes})
+		if err != nil {
+			return fmt.Errorf("fh: channel %d: %w", ch, err)
+		}
+	}
+	var liveInterest func(string) bool // embedded server: publish live only to listeners
+	if h.srv != nil {
+		liveInterest = h.srv.Interest
+	}
+	rsrv, err := recovery.NewServer(h.nc, recovery.ServerConfig{Feed: h.cfg.FeedName, Channels: h.stores,
+		MaxRetransmit: h.cfg.MaxRetransmit, RateLimit: h.cfg.RateLimit, LiveInterest: liveInterest,
+		Log: h.log.With().Str("role", "recovery").Logger()})
+	if err != nil {
+		h.log.Error().Err(err).Msg("cannot serve recovery")
+		return fmt.Errorf("fh: recovery server: %w", err)
+	}
+	h.rsrv = rsrv
+	h.sink = packetSink{stores: h.stores, rsrv: rsrv, live: h.cfg.NATSLive, log: h.log}
+	return nil
+}
+
+// startPublisher opens the publisher's senders. Every packet it sends,
+// heartbeats and end of session included, goes to the channel's store and,
+// with Config.NATSLive, to the live feed.
+func (h *FeedHandler) startPublisher() error {
+	newSender, maxDatagram := senders(&h.cfg)
+	pub, err := tickcast.NewPublisher(tickcast.PublisherConfig{
+		Channels: h.cfg.Channels, GroupA: h.cfg.GroupA, GroupB: h.cfg.GroupB,
+		NewSender:   newSender,
+		MaxDatagram: maxDatagram, MaxDelay: h.cfg.MaxDelay, Heartbeat: h.cfg.Heartbeat, SendBatch: h.cfg.SendBatch,
+		OnPacket: h.sink.record,
+		Observer: h.metrics.observer,
+		// Heartbeats and end of session go to the store too: one before
+		// the first message starts its session (snapshots can be served
+		// from the start), and the end tells probing subscribers that
+		// nothing more will come.
+		OnControl: h.sink.record,
+	})
+	if err != nil {
+		h.log.Error().Err(err).Msg("cannot start publisher")
+		return fmt.Errorf("fh: publisher: %w", err)
+	}
+	h.pub = pub
+	h.metrics.addPublisher(pub)
+	return nil
+}
+
+// logChannels logs each channel's session and groups.
+func (h *FeedHandler) logChannels() {
+	sessions := h.pub.Sessions()
+	for ch := 0; ch < h.cfg.Channels; ch++ {
+		ga, _ := tickcast.ChannelGroup(h.cfg.GroupA, ch)
+		ev := h.log.Info().Int("channel", ch).Str("session", sessions[ch].String()).Str("group", ga.String()).
+			Int("instruments", channelInstruments(h.cfg.Source, ch))
+		if h.cfg.GroupB.IsValid() {
+			gb, _ := tickcast.ChannelGroup(h.cfg.GroupB, ch)
+			ev = ev.Str("group_b", gb.String())
+		}
+		ev.Msg("channel open")
+	}
+}
+
+// channelInstruments returns how many instruments channel ch carries, or -1
+// when the source learns its instruments only as it reads them (it has no
+// ChannelInstruments method, as feed.Synthetic has).
+func channelInstruments(src feed.Source, ch int) int {
+	if s, ok := src.(interface{ ChannelInstruments(int) []uint32 }); ok {
+		return len(s.ChannelInstruments(ch))
+	}
+	return -1
+}
+
+// NATSURL returns the URL of the NATS server recovery is served on: the
+// embedded server's, or Config.NATSURL.
+func (h *FeedHandler) NATSURL() string { return h.natsURL }
+
+// MetricsAddr returns the address metrics are served on, or "" without
+// Config.MetricsAddr.
+func (h *FeedHandler) MetricsAddr() string { return h.metrics.Addr() }
+
+// StoreErrors returns how many packets the retransmission stores refused.
+func (h *FeedHandler) StoreErrors() uint64 { return h.sink.errors.Load() }
+
+// Run publishes the source until it ends, Config.Duration passes or ctx is
+// done, sends end of session on every channel, lingers (Config.Linger)
+// unless ctx is done, and returns what was published. The error, if any,
+// is what stopped or spoilt publishing; the Summary is valid with it. Run
+// may be called once.
+func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if h.cfg.Duration > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, h.cfg.Duration)
+	}
+	defer cancel()
+	start := time.Now()
+	unknown := 0
+	runErr := h.pub.Run(runCtx, h.cfg.Source, tickcast.RunConfig{Rate: h.cfg.Rate, Spin: h.cfg.PaceSpin, OnError: func(err error) {
+		unknown++
+		if unknown <= 10 || unknown%10000 == 0 {
+			h.log.Warn().Err(err).Int("errors", unknown).Msg("publish error (the run goes on)")
+		}
+	}})
+	endErr := h.pub.End()
+	elapsed := time.Since(start)
+	if h.cfg.Linger > 0 && ctx.Err() == nil {
+		h.linger(ctx)
+	}
+	h.closed = true
+	closeErr := h.pub.Close()
+	if closeErr == nil {
+		closeErr = endErr
+	}
+	h.logEnds()
+	sum := Summary{Publisher: h.pub.Stats(), Recovery: h.rsrv.Stats(), Elapsed: elapsed,
+		Interrupted: ctx.Err() != nil, DurationReached: ctx.Err() == nil && runCtx.Err() != nil}
+	level := zerolog.InfoLevel
+	for _, err := range []error{runErr, closeErr} {
+		if err != nil {
+			h.log.Error().Err(err).Msg("publishing failed")
+			level = zerolog.ErrorLevel
+		}
+	}
+	h.log.WithLevel(level).Fields(sum.Fields()).Msg("feed handler done")
+	return sum, errors.Join(runErr, closeErr)
+}
+
+// linger keeps serving recovery for Config.Linger, and repeats the end of
+// session every heartbeat interval so a subscriber that lost it still
+// learns where the session ended. ctx being done ends it at once.
+func (h *FeedHandler) linger(ctx context.Context) {
+	h.log.Info().Dur("linger", h.cfg.Linger).Msg("session ended; serving recovery")
+	tick := time.NewTicker(h.cfg.Heartbeat)
+	defer tick.Stop()
+	deadline := time.NewTimer(h.cfg.Linger)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-tick.C:
+			h.pub.End()
+		case <-deadline.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// logEnds logs where each channel's session ended.
+func (h *FeedHandler) logEnds() {
+	sessions := h.pub.Sessions()
+	for ch := 0; ch < h.cfg.Channels; ch++ {
+		h.log.Info().Int("channel", ch).Str("session", sessions[ch].String()).Uint64("next_seq", h.pub.NextSeq(ch)).
+			Uint64("packets", h.pub.ChannelPackets(ch)).Msg("end of session sent")
+	}
+}
+
+// Close stops what New started: the publisher (if Run did not close it),
+// the metrics endpoint, the recovery server, the NATS connection and the
+// embedded server. The source is the caller's to release.
+func (h *FeedHandler) Close() {
+	if h.pub != nil && !h.closed {
+		h.closed = true
+		h.pub.Close()
+	}
+	if h.metrics != nil {
+		h.metrics.Close()
+	}
+	if h.rsrv != nil {
+		h.rsrv.Close()
+	}
+	if h.nc != nil {
+		h.nc.Close()
+	}
+	if h.srv != nil {
+		h.srv.Shutdown()
+	}
+}
+
+// packetSink takes every datagram the publisher sends into the channel's
+// retransmission store and, if live, onto the live NATS feed.
+type packetSink struct {
+	stores []*recovery.Channel
+	rsrv   *recovery.Server
+	live   bool
+	log    zerolog.Logger
+	errors atomic.Uint64 // packets a store refused
+}
+
+// record is PublisherConfig.OnPacket and OnControl. A store refuses only
+// what breaks the stream; that is counted and logged, the first ten times.
+func (k *packetSink) record(ch int, session mold.Session, firstSeq uint64, pkt []byte) {
+	if err := k.stores[ch].OnPacket(session, firstSeq, pkt); err != nil {
+		if n := k.errors.Add(1); n <= 10 {
+			k.log.Error().Err(err).Int("channel", ch).Msg("retransmission store")
+		}
+	}
+	if k.live {
+		k.rsrv.Live(ch, pkt)
+	}
+}
+
+// Summary is what a Run published and served.
+type Summary struct {
+	Publisher       tickcast.PublisherStats
+	Recovery        recovery.ServerStats
+	Elapsed         time.Duration // from the start of publishing to end of session
+	Interrupted     bool          // Run's context was done
+	DurationReached bool          // Config.Duration ended publishing
+}
+
+// Fields returns the summary as the feed handler's end-of-run summary
+// object (the keys of its JSON summary line and its "feed handler done" log
+// line).
+func (s Summary) Fields() map[string]any {
+	st, rst := s.Publisher, s.Recovery
+	elapsed := s.Elapsed.Seconds()
+	return map[string]any{
+		"role": "feedhandler", "messages": st.Messages, "packets": st.Packets, "heartbeats": st.Heartbeats,
+		"elapsed_s": elapsed, "msgs_per_s": float64(st.Messages) / elapsed,
+		"msgs_per_packet": float64(st.Messages) / max(1, float64(st.Packets)),
+		"flush_drain":     st.FlushDrain, "flush_full": st.FlushFull, "flush_deadline": st.FlushDeadline,
+		"unknown_instrument": st.UnknownInstrument, "interrupted": s.Interrupted,
+		"duration_reached":    s.DurationReached,
+		"retransmit_requests": rst.Requests, "retransmitted": rst.MessagesServed, "snapshots": rst.Snapshots,
+		"recovery_rejected": rst.Rejected, "live_published": rst.LivePublished, "live_skipped": rst.LiveSkipped,
+	}
+}

@@ -1,0 +1,173 @@
+package fh
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/cliconf"
+	"github.com/tickcast/tickcast/internal/natsconn"
+	"github.com/tickcast/tickcast/internal/subapp"
+	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/recovery"
+)
+
+// testGroup returns an A-line base on a free port in 239.77.0.0/16,
+// different for each call so that tests do not hear each other.
+func testGroup(t *testing.T) netip.AddrPort {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
+	c.Close()
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 77, byte(100 + rand.IntN(100)), byte(1 + rand.IntN(100))}), port)
+}
+
+// TestEmbedded runs a feed handler in process (an embedded NATS server,
+// loopback multicast, the synthetic source) and a verifying subscriber
+// joined to it, and checks that the subscriber received every message,
+// each as the synthetic feed defines it, and the feed handler's summary.
+func TestEmbedded(t *testing.T) {
+	const channels, instruments, count, seed = 3, 40, 3000, 7
+	group := testGroup(t)
+	syn, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: seed, Instruments: instruments, Channels: channels, Count: count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	h, err := New(Config{
+		Source: syn, Channels: channels, GroupA: group, Rate: 50000,
+		NATSListen: "127.0.0.1:0", Linger: 200 * time.Millisecond,
+		Log: zerolog.New(&logs),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+
+	var s subapp.Settings
+	if err := cliconf.Defaults(&s); err != nil {
+		t.Fatal(err)
+	}
+	s.Channels, s.Group, s.Verify, s.Seed, s.Instruments, s.Expect = channels, group.String(), true, seed, instruments, count
+	s.NATSURL, s.Format, s.MetricsAddr = h.NATSURL(), "none", ""
+	var out bytes.Buffer
+	sub, err := subapp.New(s, zerolog.Nop(), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subDone := make(chan int, 1)
+	go func() { subDone <- sub.Run(context.Background()) }()
+
+	sum, err := h.Run(context.Background())
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, logs.String())
+	}
+	if code := <-subDone; code != 0 {
+		t.Errorf("subscriber exit %d: %s", code, out.String())
+	}
+	var got struct {
+		Received uint64 `json:"received"`
+		Missing  uint64 `json:"missing"`
+		VerifyOK bool   `json:"verify_ok"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("subscriber summary: %v: %q", err, out.String())
+	}
+	if got.Received != count || got.Missing != 0 || !got.VerifyOK {
+		t.Errorf("subscriber got %+v, want %d messages verified, none missing", got, count)
+	}
+	if sum.Publisher.Messages != count || sum.Interrupted || sum.DurationReached {
+		t.Errorf("summary %+v, want %d messages, not interrupted", sum, count)
+	}
+	if f := sum.Fields(); f["messages"] != uint64(count) || f["role"] != "feedhandler" {
+		t.Errorf("summary fields %v", f)
+	}
+	if n := strings.Count(logs.String(), `"channel open"`); n != channels {
+		t.Errorf("%d \"channel open\" log lines, want %d", n, channels)
+	}
+	if h.StoreErrors() != 0 {
+		t.Errorf("%d store errors", h.StoreErrors())
+	}
+}
+
+// TestBadConfig: New refuses a bad Config with a *ConfigError naming the
+// field, before it starts anything.
+func TestBadConfig(t *testing.T) {
+	syn, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: 1, Instruments: 10, Channels: 4, Count: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		field string
+		set   func(*Config)
+		want  string
+	}{
+		{"Source", func(c *Config) { c.Source = nil }, "needs a source"},
+		{"Channels", func(c *Config) { c.Channels = 1297 }, "1297"},
+		{"Transport", func(c *Config) { c.Transport = "ipx" }, `"ipx": want udp or rdma`},
+		{"Interface", func(c *Config) { c.Interface = netip.MustParseAddr("::1") }, "IPv4"},
+		{"TTL", func(c *Config) { c.TTL = 256 }, "0..255"},
+		{"MaxDatagram", func(c *Config) { c.MaxDatagram = 40 }, "40"},
+		{"SendBatch", func(c *Config) { c.SendBatch = 2000 }, "1..1024"},
+		{"Rate", func(c *Config) { c.Rate = -1 }, "negative"},
+		{"StoreBytes", func(c *Config) { c.StoreBytes = 100 }, "65535"},
+		{"FeedName", func(c *Config) { c.FeedName = "a.b" }, "a.b"},
+		{"NATSListen", func(c *Config) { c.NATSListen = "4222" }, "host:port"},
+		{"NATSUsers", func(c *Config) {
+			c.NATSURL, c.NATSUsers = "nats://127.0.0.1:1", []natsconn.User{{Name: "a", Password: "b"}}
+		}, "embedded"},
+		{"MetricsAddr", func(c *Config) { c.MetricsAddr = "9464" }, "9464"},
+	}
+	for _, c := range cases {
+		cfg := Config{Source: syn, NATSListen: "127.0.0.1:0"}
+		c.set(&cfg)
+		h, err := New(cfg)
+		if h != nil {
+			h.Close()
+		}
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field || !strings.Contains(err.Error(), c.want) ||
+			!strings.Contains(err.Error(), "Config."+c.field) {
+			t.Errorf("%s: got %v, want a *ConfigError for %s saying %q", c.field, err, c.field, c.want)
+		}
+	}
+}
+
+// TestControlStoreError: a heartbeat or end of session the store refuses
+// (record is the publisher's OnControl) is counted and logged, and the
+// datagram still goes on the live feed's path.
+func TestControlStoreError(t *testing.T) {
+	store, err := recovery.NewChannel(recovery.StoreConfig{MaxMessages: 16, MaxBytes: 65535})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	k := packetSink{stores: []*recovery.Channel{store}, log: zerolog.New(&logs)}
+	session, err := mold.ParseSession("CTRLTEST01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new session must start at sequence 1: a heartbeat announcing 5 as
+	// the next sequence of a session the store never saw breaks the stream.
+	k.record(0, session, 5, mold.AppendHeartbeat(nil, session, 5))
+	if k.errors.Load() != 1 || !strings.Contains(logs.String(), `"retransmission store"`) {
+		t.Errorf("refused heartbeat: %d errors counted, log %q", k.errors.Load(), logs.String())
+	}
+	// One that starts the session is taken.
+	k.record(0, session, 1, mold.AppendHeartbeat(nil, session, 1))
+	if k.errors.Load() != 1 {
+		t.Errorf("after a good heartbeat %d errors counted, want still 1", k.errors.Load())
+	}
+}
