@@ -1,8 +1,8 @@
 package fh
 
 import (
-	"errors"
 	"fmt"
+	"github.com/tickcast/tickcast/config"
 	"net"
 	"net/netip"
 	"strconv"
@@ -128,24 +128,18 @@ const (
 	DefaultRateLimit     = 1e6
 )
 
-// ConfigError is a Config field whose value New cannot take.
-type ConfigError struct {
-	Field string // the Config field's name, such as "Channels"
-	Err   error  // what is wrong with its value
+// ConfigError is a Config field whose value New cannot take: the error type
+// of every configuration in the module.
+type ConfigError = config.Error
+
+var check = config.Checker{Pkg: "fh", Struct: "Config"}
+
+func invalid(field string, value any, format string, args ...any) error {
+	return check.Invalid(field, value, format, args...)
 }
 
-// Error returns "fh: Config.FIELD: problem".
-func (e *ConfigError) Error() string { return "fh: Config." + e.Field + ": " + e.Err.Error() }
-
-// Unwrap returns e.Err.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-func invalid(field, format string, args ...any) error {
-	return &ConfigError{Field: field, Err: fmt.Errorf(format, args...)}
-}
-
-// errNoSource is the Err of New's *ConfigError when Config.Source is nil.
-var errNoSource = errors.New("nil: a feed handler needs a source")
+// errNoSource is the Reason of New's *ConfigError when Config.Source is nil.
+const errNoSource = "a feed handler needs a source"
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c Config) withDefaults() Config {
@@ -206,31 +200,32 @@ func (c Config) Validate() error {
 // validatePublishing checks the fields of the publishing path.
 func (c *Config) validatePublishing() error {
 	minDatagram := mold.HeaderLen + mold.BlockHdrLen + feed.MaxLen
+	if err := check.Channels("Channels", c.Channels); err != nil {
+		return err
+	}
 	switch {
-	case c.Channels < 1 || c.Channels > 1296:
-		return invalid("Channels", "%d: want 1..1296", c.Channels)
 	case c.Transport != "udp" && c.Transport != "rdma":
-		return invalid("Transport", "%q: want udp or rdma", c.Transport)
+		return invalid("Transport", c.Transport, "want udp or rdma")
 	case c.Transport == "rdma" && !rdma.Available:
-		return invalid("Transport", "%v", rdma.ErrNotBuilt)
+		return invalid("Transport", c.Transport, "%v", rdma.ErrNotBuilt)
 	case !c.Interface.Is4():
-		return invalid("Interface", "%v is not an IPv4 address", c.Interface)
+		return invalid("Interface", c.Interface, "not an IPv4 address")
 	case c.TTL < 0 || c.TTL > 255:
-		return invalid("TTL", "%d: want 0..255", c.TTL)
+		return invalid("TTL", c.TTL, "want 0..255")
 	case c.MaxDatagram != 0 && (c.MaxDatagram < minDatagram || c.MaxDatagram > 65507):
-		return invalid("MaxDatagram", "%d: want %d..65507", c.MaxDatagram, minDatagram)
+		return invalid("MaxDatagram", c.MaxDatagram, "want %d..65507", minDatagram)
 	case c.MaxDelay < 0:
-		return invalid("MaxDelay", "%v: must not be negative", c.MaxDelay)
+		return invalid("MaxDelay", c.MaxDelay, "must not be negative")
 	case c.Heartbeat < 0:
-		return invalid("Heartbeat", "%v: must not be negative", c.Heartbeat)
+		return invalid("Heartbeat", c.Heartbeat, "must not be negative")
 	case c.SendBatch < 1 || c.SendBatch > 1024:
-		return invalid("SendBatch", "%d: want 1..1024", c.SendBatch)
+		return invalid("SendBatch", c.SendBatch, "want 1..1024")
 	case c.Rate < 0:
-		return invalid("Rate", "%v: must not be negative", c.Rate)
+		return invalid("Rate", c.Rate, "must not be negative")
 	case c.Duration < 0:
-		return invalid("Duration", "%v: must not be negative", c.Duration)
+		return invalid("Duration", c.Duration, "must not be negative")
 	case c.Linger < 0:
-		return invalid("Linger", "%v: must not be negative", c.Linger)
+		return invalid("Linger", c.Linger, "must not be negative")
 	}
 	return nil
 }
@@ -240,24 +235,24 @@ func (c *Config) validatePublishing() error {
 func (c *Config) validateRecovery() error {
 	switch {
 	case c.StoreMessages < 1:
-		return invalid("StoreMessages", "%d: must be positive", c.StoreMessages)
+		return invalid("StoreMessages", c.StoreMessages, "must be positive")
 	case c.StoreBytes < 65535:
-		return invalid("StoreBytes", "%d: at least 65535, so any message fits", c.StoreBytes)
+		return invalid("StoreBytes", c.StoreBytes, "at least 65535, so any message fits")
 	case c.MaxRetransmit < 1 || c.MaxRetransmit > mold.MaxCount:
-		return invalid("MaxRetransmit", "%d: want 1..%d", c.MaxRetransmit, mold.MaxCount)
+		return invalid("MaxRetransmit", c.MaxRetransmit, "want 1..%d", mold.MaxCount)
 	case c.RateLimit < 0:
-		return invalid("RateLimit", "%v: must not be negative", c.RateLimit)
+		return invalid("RateLimit", c.RateLimit, "must not be negative")
 	case len(c.NATSUsers) > 0 && c.NATSURL != "":
-		return invalid("NATSUsers", "configures the embedded server, which NATSURL replaces")
+		return invalid("NATSUsers", len(c.NATSUsers), "configures the embedded server, which NATSURL replaces")
 	}
 	if err := recovery.ValidateFeed(c.FeedName); err != nil {
-		return invalid("FeedName", "%v", err)
+		return invalid("FeedName", c.FeedName, "%v", err)
 	}
 	if _, _, err := splitListen(c.NATSListen); err != nil && c.NATSURL == "" {
-		return invalid("NATSListen", "%v", err)
+		return invalid("NATSListen", c.NATSListen, "%v", err)
 	}
 	if err := metricsrv.CheckAddr(c.MetricsAddr); err != nil {
-		return invalid("MetricsAddr", "%v", err)
+		return invalid("MetricsAddr", c.MetricsAddr, "%v", err)
 	}
 	return nil
 }

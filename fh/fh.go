@@ -40,7 +40,7 @@ type FeedHandler struct {
 func New(cfg Config) (*FeedHandler, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Source == nil {
-		return nil, &ConfigError{Field: "Source", Err: errNoSource}
+		return nil, invalid("Source", nil, errNoSource)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ type Channel struct {
 // NewChannel returns an empty channel whose store has the limits of cfg
 // (zero fields take their defaults).
 func NewChannel(cfg StoreConfig) (*Channel, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package recovery
 import (
 	"errors"
 	"fmt"
+	"github.com/tickcast/tickcast/config"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,11 +20,11 @@ type ServerConfig struct {
 	Feed string
 	// Channels are the feed's channels, index = channel number.
 	Channels []*Channel
-	// MaxRetransmit is the most messages one request may ask for; default
-	// 10,000.
+	// MaxRetransmit is the most messages one request may ask for,
+	// 1..mold.MaxCount; default DefaultMaxRetransmit.
 	MaxRetransmit int
 	// RateLimit is the messages per second one requester may be sent, with a
-	// burst of as many; default 1,000,000.
+	// burst of as many; default DefaultRateLimit.
 	RateLimit float64
 	// LiveInterest, if set, tells whether anyone subscribes to a live
 	// subject. Live then publishes a channel's datagrams only while it
@@ -36,6 +37,46 @@ type ServerConfig struct {
 	// Log receives one line per rejected request (rate-limited to a few per
 	// second) and the server's lifecycle.
 	Log zerolog.Logger
+}
+
+// Defaults of a ServerConfig.
+const (
+	// DefaultMaxRetransmit is the default ServerConfig.MaxRetransmit.
+	DefaultMaxRetransmit = 10000
+	// DefaultRateLimit is the default ServerConfig.RateLimit.
+	DefaultRateLimit = 1e6
+)
+
+var serverCheck = config.Checker{Pkg: "recovery", Struct: "ServerConfig"}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c ServerConfig) withDefaults() ServerConfig {
+	if c.Feed == "" {
+		c.Feed = DefaultFeed
+	}
+	if c.MaxRetransmit == 0 {
+		c.MaxRetransmit = DefaultMaxRetransmit
+	}
+	if c.RateLimit == 0 {
+		c.RateLimit = DefaultRateLimit
+	}
+	return c
+}
+
+// validate checks a ServerConfig whose defaults are set.
+func (c ServerConfig) validate() error {
+	if err := ValidateFeed(c.Feed); err != nil {
+		return serverCheck.Invalid("Feed", c.Feed, "%v", err)
+	}
+	switch {
+	case len(c.Channels) == 0:
+		return serverCheck.Invalid("Channels", len(c.Channels), "the server needs at least one channel")
+	case c.MaxRetransmit < 1 || c.MaxRetransmit > mold.MaxCount:
+		return serverCheck.Invalid("MaxRetransmit", c.MaxRetransmit, "want 1..%d", mold.MaxCount)
+	case !(c.RateLimit > 0):
+		return serverCheck.Invalid("RateLimit", c.RateLimit, "want more than 0 messages per second")
+	}
+	return nil
 }
 
 // ServerStats are a server's cumulative counters.
@@ -81,23 +122,9 @@ type bucket struct {
 
 // NewServer subscribes to the feed's retransmit and snapshot subjects.
 func NewServer(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
-	if cfg.Feed == "" {
-		cfg.Feed = DefaultFeed
-	}
-	if err := ValidateFeed(cfg.Feed); err != nil {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
-	}
-	if len(cfg.Channels) == 0 {
-		return nil, errors.New("recovery: server needs at least one channel")
-	}
-	if cfg.MaxRetransmit == 0 {
-		cfg.MaxRetransmit = 10000
-	}
-	if cfg.RateLimit == 0 {
-		cfg.RateLimit = 1e6
-	}
-	if cfg.MaxRetransmit < 1 || cfg.MaxRetransmit > mold.MaxCount || cfg.RateLimit < 0 {
-		return nil, fmt.Errorf("recovery: max retransmit %d (want 1..%d) or rate limit %v (want > 0)", cfg.MaxRetransmit, mold.MaxCount, cfg.RateLimit)
 	}
 	s := &Server{nc: nc, cfg: cfg, buckets: map[string]*bucket{}, rejected: map[ErrorCode]uint64{}}
 	for subj, h := range map[string]nats.MsgHandler{

@@ -63,13 +63,16 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/mold"
 )
 
 // Default limits of a Store.
 const (
+	// DefaultMaxMessages is the default StoreConfig.MaxMessages.
 	DefaultMaxMessages = 1 << 20
-	DefaultMaxBytes    = 64 << 20
+	// DefaultMaxBytes is the default StoreConfig.MaxBytes.
+	DefaultMaxBytes = 64 << 20
 )
 
 // Initial ring sizes; the rings double from these up to the configured
@@ -90,30 +93,34 @@ type StoreConfig struct {
 	MaxBytes int
 }
 
-func (c *StoreConfig) validate() error {
-	if c.MaxMessages < 0 {
-		return fmt.Errorf("recovery: store config: MaxMessages %d is negative", c.MaxMessages)
-	}
-	if c.MaxBytes < 0 {
-		return fmt.Errorf("recovery: store config: MaxBytes %d is negative", c.MaxBytes)
-	}
+var storeCheck = config.Checker{Pkg: "recovery", Struct: "StoreConfig"}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c StoreConfig) withDefaults() StoreConfig {
 	if c.MaxMessages == 0 {
 		c.MaxMessages = DefaultMaxMessages
 	}
 	if c.MaxBytes == 0 {
 		c.MaxBytes = DefaultMaxBytes
 	}
-	if c.MaxBytes < mold.MaxMessageLen {
-		return fmt.Errorf("recovery: store config: MaxBytes %d is below %d, the largest message a packet can carry", c.MaxBytes, mold.MaxMessageLen)
-	}
-	if c.MaxMessages > 1<<40 {
-		return fmt.Errorf("recovery: store config: MaxMessages %d is above 2^40", c.MaxMessages)
-	}
-	if c.MaxBytes > 1<<40 {
-		return fmt.Errorf("recovery: store config: MaxBytes %d is above 2^40", c.MaxBytes)
+	return c
+}
+
+// validate checks a StoreConfig whose defaults are set.
+func (c StoreConfig) validate() error {
+	switch {
+	case c.MaxMessages < 1 || c.MaxMessages > maxStoreLimit:
+		return storeCheck.Invalid("MaxMessages", c.MaxMessages, "want 1..2^40")
+	case c.MaxBytes < mold.MaxMessageLen:
+		return storeCheck.Invalid("MaxBytes", c.MaxBytes, "below %d, the largest message a packet can carry", mold.MaxMessageLen)
+	case c.MaxBytes > maxStoreLimit:
+		return storeCheck.Invalid("MaxBytes", c.MaxBytes, "above 2^40")
 	}
 	return nil
 }
+
+// maxStoreLimit bounds StoreConfig's limits (2^40).
+const maxStoreLimit = 1 << 40
 
 // ErrUnknownSession is returned by Read and Snapshot when the channel is not
 // publishing the session asked for (or has not published anything yet).
@@ -204,6 +211,7 @@ type ring struct {
 
 // NewStore returns an empty store. Zero fields of cfg take their defaults.
 func NewStore(cfg StoreConfig) (*Store, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/tickcast/tickcast/config"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -44,22 +45,19 @@ func readAll(t testing.TB, r interface {
 
 func TestStoreConfig(t *testing.T) {
 	for _, tc := range []struct {
-		cfg  StoreConfig
-		want string
+		cfg   StoreConfig
+		field string
 	}{
 		{StoreConfig{MaxMessages: -1}, "MaxMessages"},
 		{StoreConfig{MaxBytes: -5}, "MaxBytes"},
-		{StoreConfig{MaxBytes: 1000}, "MaxBytes 1000"},
+		{StoreConfig{MaxBytes: 1000}, "MaxBytes"},
 		{StoreConfig{MaxMessages: 1 << 41}, "MaxMessages"},
+		{StoreConfig{MaxBytes: 1 << 41}, "MaxBytes"},
 	} {
 		_, err := NewStore(tc.cfg)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("NewStore(%+v) = %v, want an error naming %q", tc.cfg, err, tc.want)
-		}
+		checkConfigError(t, err, "StoreConfig", tc.field)
 		_, err = NewChannel(tc.cfg)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("NewChannel(%+v) = %v, want an error naming %q", tc.cfg, err, tc.want)
-		}
+		checkConfigError(t, err, "StoreConfig", tc.field)
 	}
 	s := newTestStore(t, StoreConfig{})
 	if s.ring.cfg.MaxMessages != DefaultMaxMessages || s.ring.cfg.MaxBytes != DefaultMaxBytes {
@@ -605,4 +603,14 @@ func BenchmarkRead(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// checkConfigError fails unless err is a *config.Error naming structName's
+// field.
+func checkConfigError(t *testing.T, err error, structName, field string) {
+	t.Helper()
+	var ce *config.Error
+	if !errors.As(err, &ce) || ce.Pkg != "recovery" || ce.Struct != structName || ce.Field != field {
+		t.Errorf("got %v, want a *config.Error naming %s.%s", err, structName, field)
+	}
 }

@@ -135,7 +135,7 @@ var flagOf = map[string]string{
 func flagError(err error) error {
 	var ce *fh.ConfigError
 	if errors.As(err, &ce) {
-		return cliconf.Invalid(flagOf[ce.Field], "%v", ce.Err)
+		return cliconf.Invalid(flagOf[ce.Field], "%s", strings.TrimPrefix(ce.Error(), "fh: invalid Config."+ce.Field+" "))
 	}
 	return err
 }
