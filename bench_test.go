@@ -143,7 +143,7 @@ func (f *benchFeed) publish(tb testing.TB, nowNs int64) (flushed bool) {
 }
 
 // drain polls the subscriber until the handler has received want messages
-// in all. It spins, yielding between empty polls: under AllocsPerRun
+// in all. It spins, yielding between empty polls: under testenv.NoAllocs
 // GOMAXPROCS is 1 and the receive loops need the processor to deliver.
 func (f *benchFeed) drain(tb testing.TB, want uint64) {
 	deadline := time.Now().Add(10 * time.Second)
@@ -246,7 +246,7 @@ func BenchmarkPublishSubscribe(b *testing.B) {
 // (testenv.NoAllocs), so the receive loops' goroutines are included.
 //
 // It runs in each receive mode but busy-poll (whose spinning receive
-// threads would hold the one processor AllocsPerRun leaves): in the direct
+// threads would hold the one processor testenv.NoAllocs leaves): in the direct
 // modes Poll receives itself, and the Notifier's epoll_wait is part of the
 // measured path.
 func TestPublishPollAllocs(t *testing.T) {

@@ -57,7 +57,7 @@ func testTwoSubscribersVerify(t *testing.T, mode string) {
 		// here (16 messages per packet), one per message as 1. What a
 		// run allocates once, or per gap or recovery answer (events on a
 		// loaded machine, where the A and B lines drift apart), stays far
-		// below 0.01. The hot paths' own zero is pinned by AllocsPerRun
+		// below 0.01. The hot paths' own zero is pinned by testenv.NoAllocs
 		// tests (TestPublishPollAllocs).
 		if sum["mallocs_per_msg"].(float64) > 0.01 {
 			t.Fatalf("subscriber %d allocates %v per message", i, sum["mallocs_per_msg"])
