@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/udp"
 )
@@ -142,7 +143,7 @@ func (f *benchFeed) publish(tb testing.TB, nowNs int64) (flushed bool) {
 }
 
 // drain polls the subscriber until the handler has received want messages
-// in all. It spins, yielding between empty polls: under AllocsPerRun
+// in all. It spins, yielding between empty polls: under testenv.NoAllocs
 // GOMAXPROCS is 1 and the receive loops need the processor to deliver.
 func (f *benchFeed) drain(tb testing.TB, want uint64) {
 	deadline := time.Now().Add(10 * time.Second)
@@ -241,12 +242,11 @@ func BenchmarkPublishSubscribe(b *testing.B) {
 
 // TestPublishPollAllocs checks the hot-path rule that publishing and
 // receiving allocate nothing per message in steady state. Each run moves
-// perRun messages, so a single allocation per message would show as about
-// perRun allocations per run; AllocsPerRun counts the whole process, so the
-// receive loops' goroutines are included.
+// perRun messages, and every allocation of the whole process counts
+// (testenv.NoAllocs), so the receive loops' goroutines are included.
 //
 // It runs in each receive mode but busy-poll (whose spinning receive
-// threads would hold the one processor AllocsPerRun leaves): in the direct
+// threads would hold the one processor testenv.NoAllocs leaves): in the direct
 // modes Poll receives itself, and the Notifier's epoll_wait is part of the
 // measured path.
 func TestPublishPollAllocs(t *testing.T) {
@@ -283,22 +283,13 @@ func checkPublishPollAllocs(t *testing.T, f *benchFeed) {
 		roundTrip()
 	}
 
-	const runs = 20
-	// Publish and Flush alone. Nobody polls meanwhile: the (runs+1)·perRun
-	// messages fit the receive rings and socket buffers, and are drained
-	// after the measurement.
-	pubAllocs := testing.AllocsPerRun(runs, publish)
+	// Publish and Flush alone. Nobody polls meanwhile: the at most
+	// 3·(5+1)·perRun messages of NoAllocs' measurements fit the receive
+	// rings and socket buffers, and are drained after the measurement.
+	testenv.NoAllocs(t, "Publish+Flush of a message", 5, perRun, publish)
 	f.drain(t, f.pub.Stats().Messages)
 	// Publish, Flush, the receive loops and Subscriber.Poll.
-	rtAllocs := testing.AllocsPerRun(runs, roundTrip)
-
-	t.Logf("allocations per run of %d messages: publish+flush %.0f, publish+receive+poll %.0f", perRun, pubAllocs, rtAllocs)
-	if pubAllocs > 0 {
-		t.Errorf("Publish+Flush: %.0f allocations per %d messages (%.3f per message), want 0", pubAllocs, perRun, pubAllocs/perRun)
-	}
-	if rtAllocs > 0 {
-		t.Errorf("Publish+Flush+Poll: %.0f allocations per %d messages (%.3f per message), want 0", rtAllocs, perRun, rtAllocs/perRun)
-	}
+	testenv.NoAllocs(t, "Publish+Flush+Poll of a message", 20, perRun, roundTrip)
 	if st := f.sub.Stats(); st.Lost != 0 || st.Messages != f.pub.Stats().Messages {
 		t.Fatalf("subscriber released %d of %d messages: %+v", st.Messages, f.pub.Stats().Messages, st)
 	}

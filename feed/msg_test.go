@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tickcast/tickcast/internal/testenv"
 )
 
 func sampleMsgs() []Msg {
@@ -154,20 +156,20 @@ func TestCodecAllocatesNothing(t *testing.T) {
 	msgs := sampleMsgs()
 	buf := make([]byte, 128)
 	var got Msg
-	allocs := testing.AllocsPerRun(1000, func() {
-		for i := range msgs {
-			n, err := msgs[i].Encode(buf)
-			if err != nil {
-				panic(err)
-			}
-			if err := got.Decode(buf[:n]); err != nil {
-				panic(err)
+	const repeats = 20
+	testenv.NoAllocs(t, "encode+decode of a message", 50, repeats*len(msgs), func() {
+		for range repeats {
+			for i := range msgs {
+				n, err := msgs[i].Encode(buf)
+				if err != nil {
+					panic(err)
+				}
+				if err := got.Decode(buf[:n]); err != nil {
+					panic(err)
+				}
 			}
 		}
 	})
-	if allocs != 0 {
-		t.Fatalf("encode+decode allocates %.1f times per run, want 0", allocs)
-	}
 }
 
 func TestSymbol(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/tickcast/tickcast/internal/testenv"
 )
 
 func TestSyntheticValidates(t *testing.T) {
@@ -188,9 +190,12 @@ func TestSyntheticWalks(t *testing.T) {
 func TestSyntheticNextAllocatesNothing(t *testing.T) {
 	g, _ := NewSynthetic(SyntheticConfig{Seed: 1, Instruments: 100, Channels: 4})
 	var m Msg
-	if a := testing.AllocsPerRun(10000, func() { g.Next(&m) }); a != 0 {
-		t.Fatalf("Next allocates %.2f per message", a)
-	}
+	const perRound = 1000
+	testenv.NoAllocs(t, "Next", 20, perRound, func() {
+		for range perRound {
+			g.Next(&m)
+		}
+	})
 }
 
 func BenchmarkSyntheticNext(b *testing.B) {

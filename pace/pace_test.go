@@ -3,6 +3,8 @@ package pace
 import (
 	"testing"
 	"time"
+
+	"github.com/tickcast/tickcast/internal/testenv"
 )
 
 func monoClock() Clock {
@@ -65,7 +67,11 @@ func TestUnpaced(t *testing.T) {
 func TestWaitAllocatesNothing(t *testing.T) {
 	p := New(1e6, monoClock(), 0)
 	i := uint64(0)
-	if a := testing.AllocsPerRun(1000, func() { p.Wait(i); i++ }); a != 0 {
-		t.Errorf("Wait allocates %v per call", a)
-	}
+	const perRound = 1000
+	testenv.NoAllocs(t, "Wait", 20, perRound, func() {
+		for range perRound {
+			p.Wait(i)
+			i++
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/mold"
 )
 
@@ -278,35 +279,32 @@ func TestChannelAllocs(t *testing.T) {
 	}
 	_, p := st.packet(20, nil)
 	pkt := clone(p)
-	allocs := testing.AllocsPerRun(1000, func() {
-		next := c.Next()
-		setPacketSeq(pkt, next)
-		if err := c.OnPacket(st.session, next, pkt); err != nil {
-			t.Fatal(err)
+	const packets = 100
+	testenv.NoAllocs(t, "OnPacket", 20, packets, func() {
+		for range packets {
+			next := c.Next()
+			setPacketSeq(pkt, next)
+			if err := c.OnPacket(st.session, next, pkt); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
-	if allocs != 0 {
-		t.Errorf("OnPacket: %v allocations per run", allocs)
-	}
 	var sum int
 	fn := func(_ uint64, msg []byte) error { sum += len(msg); return nil }
-	allocs = testing.AllocsPerRun(1000, func() {
-		if err := c.Read(st.session, c.Next()-100, 100, fn); err != nil {
-			t.Fatal(err)
+	const reads = 10
+	testenv.NoAllocs(t, "Read of 100 messages", 100, reads, func() {
+		for range reads {
+			if err := c.Read(st.session, c.Next()-100, 100, fn); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
-	if allocs != 0 {
-		t.Errorf("Read: %v allocations per run", allocs)
-	}
 	sfn := func(msg []byte) error { sum += len(msg); return nil }
-	allocs = testing.AllocsPerRun(100, func() {
+	testenv.NoAllocs(t, "Snapshot", 100, 1, func() {
 		if _, _, err := c.Snapshot(sfn); err != nil {
 			t.Fatal(err)
 		}
 	})
-	if allocs != 0 {
-		t.Errorf("Snapshot: %v allocations per run", allocs)
-	}
 	if sum == 0 || !bytes.Equal(pkt[:mold.SessionLen], st.session[:]) {
 		t.Error("nothing read")
 	}

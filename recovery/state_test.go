@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/mold"
 )
 
@@ -151,14 +152,14 @@ func TestStateApplyAllocs(t *testing.T) {
 		st.Apply(sess, seq, m)
 	}
 	i := 0
-	allocs := testing.AllocsPerRun(10_000, func() {
-		seq++
-		st.Apply(sess, seq, msgs[i%len(msgs)])
-		i++
+	const perRound = 1000
+	testenv.NoAllocs(t, "Apply", 20, perRound, func() {
+		for range perRound {
+			seq++
+			st.Apply(sess, seq, msgs[i%len(msgs)])
+			i++
+		}
 	})
-	if allocs != 0 {
-		t.Errorf("Apply: %v allocations per run", allocs)
-	}
 }
 
 func BenchmarkSnapshot(b *testing.B) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/mold"
 )
 
@@ -527,26 +528,26 @@ func TestStoreAllocs(t *testing.T) {
 	_, p := st.packet(20, nil)
 	pkt := clone(p)
 	next := s.Next()
-	allocs := testing.AllocsPerRun(1000, func() {
-		setPacketSeq(pkt, next)
-		if err := s.Append(st.session, next, pkt); err != nil {
-			t.Fatal(err)
+	const packets = 100
+	testenv.NoAllocs(t, "Append", 20, packets, func() {
+		for range packets {
+			setPacketSeq(pkt, next)
+			if err := s.Append(st.session, next, pkt); err != nil {
+				t.Fatal(err)
+			}
+			next = s.Next()
 		}
-		next = s.Next()
 	})
-	if allocs != 0 {
-		t.Errorf("Append: %v allocations per run", allocs)
-	}
 	var sum int
 	fn := func(_ uint64, msg []byte) error { sum += len(msg); return nil }
-	allocs = testing.AllocsPerRun(1000, func() {
-		if err := s.Read(st.session, s.Next()-100, 100, fn); err != nil {
-			t.Fatal(err)
+	const reads = 10
+	testenv.NoAllocs(t, "Read of 100 messages", 100, reads, func() {
+		for range reads {
+			if err := s.Read(st.session, s.Next()-100, 100, fn); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
-	if allocs != 0 {
-		t.Errorf("Read: %v allocations per run", allocs)
-	}
 }
 
 func BenchmarkAppend(b *testing.B) {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/tickcast/tickcast/internal/testenv"
 )
 
 func mustRing(t testing.TB, capacity, slotSize int) *Ring {
@@ -268,34 +270,35 @@ func TestRingWaitWakesAndTimesOut(t *testing.T) {
 
 // TestRingZeroAllocs pins the hot path at zero allocations: publishing,
 // peeking, releasing, and waiting when the answer is immediate or when a
-// wakeup is delivered through the channel.
+// wakeup is delivered through the channel. Each measured round moves many
+// slots, and every allocation counts (testenv.NoAllocs).
 func TestRingZeroAllocs(t *testing.T) {
 	r := mustRing(t, 64, 8)
-	allocs := testing.AllocsPerRun(1000, func() {
-		start, n := r.Writable()
-		if n == 0 || start < 0 {
-			panic("ring full")
-		}
-		for i := 0; i < 8; i++ {
-			r.FreeSlot(i).N = 8
-		}
-		r.Publish(8)
-		if err := r.Wait(time.Second); err != nil {
-			panic(err)
-		}
-		for i := 0; i < 8; i++ {
-			if r.Peek(i) == nil {
-				panic("missing slot")
+	const batches, batch = 32, 8
+	testenv.NoAllocs(t, "publish/peek/release of a slot", 100, batches*batch, func() {
+		for range batches {
+			start, n := r.Writable()
+			if n == 0 || start < 0 {
+				panic("ring full")
+			}
+			for i := 0; i < batch; i++ {
+				r.FreeSlot(i).N = 8
+			}
+			r.Publish(batch)
+			if err := r.Wait(time.Second); err != nil {
+				panic(err)
+			}
+			for i := 0; i < batch; i++ {
+				if r.Peek(i) == nil {
+					panic("missing slot")
+				}
+			}
+			r.Release(batch)
+			if err := r.WaitFree(time.Second); err != nil {
+				panic(err)
 			}
 		}
-		r.Release(8)
-		if err := r.WaitFree(time.Second); err != nil {
-			panic(err)
-		}
 	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per publish/peek/release round, want 0", allocs)
-	}
 
 	// The blocking path: a waiter parked on the channel and timer, woken by
 	// the other side.
@@ -313,16 +316,16 @@ func TestRingZeroAllocs(t *testing.T) {
 		}
 	}()
 	defer close(stop)
-	allocs = testing.AllocsPerRun(50, func() {
-		start <- struct{}{}
-		if err := r.Wait(5 * time.Second); err != nil {
-			panic(err)
+	const waits = 10
+	testenv.NoAllocs(t, "blocking Wait", 10, waits, func() {
+		for range waits {
+			start <- struct{}{}
+			if err := r.Wait(5 * time.Second); err != nil {
+				panic(err)
+			}
+			r.Release(r.Len())
 		}
-		r.Release(r.Len())
 	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per blocking Wait, want 0", allocs)
-	}
 }
 
 // BenchmarkRing measures the ring handing items from a producer goroutine to

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/testenv"
 )
 
 // stream builds ITCH messages in NASDAQ's file format.
@@ -367,7 +368,7 @@ func TestSourceErrors(t *testing.T) {
 
 // TestSourceNoAllocs: in steady state Next does not allocate.
 func TestSourceNoAllocs(t *testing.T) {
-	in := steadyStream(2000)
+	in := steadyStream(5000)
 	src, err := NewSource(bytes.NewReader(in), Config{OrderCapacity: 4096})
 	if err != nil {
 		t.Fatal(err)
@@ -378,14 +379,14 @@ func TestSourceNoAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	allocs := testing.AllocsPerRun(5000, func() {
-		if err := src.Next(&m); err != nil {
-			t.Fatal(err)
+	const perRound = 100
+	testenv.NoAllocs(t, "Next", 50, perRound, func() {
+		for range perRound {
+			if err := src.Next(&m); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per message", allocs)
-	}
 }
 
 // steadyStream returns rounds of order events on 8 stocks that leave no

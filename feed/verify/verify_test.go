@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/testenv"
 )
 
 // TestVerifyEncodedStream encodes a synthetic stream with package feed's codec
@@ -115,14 +116,11 @@ func TestVerifyAllocatesNothing(t *testing.T) {
 		n, _ := m.Encode(bufs[i])
 		bufs[i] = bufs[i][:n]
 	}
-	a := testing.AllocsPerRun(100, func() {
+	testenv.NoAllocs(t, "Check of a message", 100, len(bufs), func() {
 		for i, b := range bufs {
 			if err := v.Check(0, uint64(i+1), b); err != nil {
 				panic(err)
 			}
 		}
 	})
-	if a != 0 {
-		t.Fatalf("Check allocates %.1f per 100 messages", a)
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/ud"
 )
 
@@ -615,9 +616,9 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 }
 
 // TestZeroAllocsPerDatagram pins the send and receive paths at zero
-// allocations on real sockets: one round sends a batch of 32 and the consumer
-// receives and releases all of them. AllocsPerRun counts allocations of every
-// goroutine, so the receive loop is included.
+// allocations on real sockets: one round sends batches of 32 and the consumer
+// receives and releases all of them. testenv.NoAllocs counts allocations of
+// every goroutine, so the receive loop is included, and counts every one.
 func TestZeroAllocsPerDatagram(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -629,7 +630,7 @@ func TestZeroAllocsPerDatagram(t *testing.T) {
 				batch[i] = make([]byte, 1200)
 			}
 			var failed error
-			round := func() {
+			exchange := func() {
 				if err := s.Send(batch); err != nil && failed == nil {
 					failed = err
 				}
@@ -652,13 +653,15 @@ func TestZeroAllocsPerDatagram(t *testing.T) {
 					}
 				}
 			}
-			round() // warm up
-			allocs := testing.AllocsPerRun(200, round)
+			exchange() // warm up
+			const batches = 8
+			testenv.NoAllocs(t, "send and receive of a datagram", 25, batches*len(batch), func() {
+				for range batches {
+					exchange()
+				}
+			})
 			if failed != nil {
 				t.Fatal(failed)
-			}
-			if allocs != 0 {
-				t.Fatalf("%v allocations per round of %d datagrams, want 0", allocs, len(batch))
 			}
 			if st := r.Stats(); st.KernelDrops != 0 {
 				t.Fatalf("drops during the test: %+v", st)
@@ -673,14 +676,11 @@ func TestSendZeroAllocs(t *testing.T) {
 	for i := range batch {
 		batch[i] = make([]byte, 1200)
 	}
-	allocs := testing.AllocsPerRun(200, func() {
+	testenv.NoAllocs(t, "Send of a datagram", 200, len(batch), func() {
 		if err := s.Send(batch); err != nil {
 			panic(err)
 		}
 	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per Send, want 0", allocs)
-	}
 }
 
 func TestBusyPollPinning(t *testing.T) {
