@@ -2,6 +2,7 @@ package feed
 
 import (
 	"fmt"
+	"github.com/tickcast/tickcast/config"
 	"io"
 	"time"
 )
@@ -11,23 +12,29 @@ type SyntheticConfig struct {
 	// Seed makes the stream; the same seed, instruments and channels give the
 	// same messages.
 	Seed uint64
-	// Instruments is the number of instruments, 1..456976; ids are 1..N.
+	// Instruments is the number of instruments,
+	// 1..MaxSyntheticInstruments; ids are 1..N.
 	Instruments int
 	// Channels is the number of channels the instruments are spread over by
-	// ChannelOf.
+	// ChannelOf, 1..config.MaxChannels.
 	Channels int
 	// Count is the number of messages to emit in all; 0 means no limit.
 	Count uint64
 }
 
+// MaxSyntheticInstruments is the most instruments a Synthetic source
+// names: its symbols are four letters.
+const MaxSyntheticInstruments = 26 * 26 * 26 * 26
+
+var syntheticCheck = config.Checker{Pkg: "feed", Struct: "SyntheticConfig"}
+
+// validate checks c. SyntheticConfig has no defaults: every field but Count
+// is required.
 func (c SyntheticConfig) validate() error {
-	if c.Instruments < 1 || c.Instruments > 26*26*26*26 {
-		return fmt.Errorf("feed: synthetic: instruments %d, want 1..%d", c.Instruments, 26*26*26*26)
+	if c.Instruments < 1 || c.Instruments > MaxSyntheticInstruments {
+		return syntheticCheck.Invalid("Instruments", c.Instruments, "want 1..%d", MaxSyntheticInstruments)
 	}
-	if c.Channels < 1 || c.Channels > 1296 {
-		return fmt.Errorf("feed: synthetic: channels %d, want 1..1296", c.Channels)
-	}
-	return nil
+	return syntheticCheck.Channels("Channels", c.Channels)
 }
 
 // Synthetic is a deterministic, verifiable source of plausible market data.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/internal/testenv"
 )
 
@@ -228,6 +229,24 @@ func TestSyntheticRandomAccess(t *testing.T) {
 		randGen.Expect(c, i+1, &got)
 		if got != want[i] {
 			t.Fatalf("seq %d: random access %+v, in order %+v", i+1, got, want[i])
+		}
+	}
+}
+
+func TestSyntheticConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		cfg   SyntheticConfig
+		field string
+	}{
+		{SyntheticConfig{Instruments: 0, Channels: 4}, "Instruments"},
+		{SyntheticConfig{Instruments: MaxSyntheticInstruments + 1, Channels: 4}, "Instruments"},
+		{SyntheticConfig{Instruments: 10, Channels: 0}, "Channels"},
+		{SyntheticConfig{Instruments: 10, Channels: config.MaxChannels + 1}, "Channels"},
+	} {
+		_, err := NewSynthetic(tc.cfg)
+		var ce *config.Error
+		if !errors.As(err, &ce) || ce.Struct != "SyntheticConfig" || ce.Field != tc.field {
+			t.Errorf("NewSynthetic(%+v) = %v, want a *config.Error naming %s", tc.cfg, err, tc.field)
 		}
 	}
 }

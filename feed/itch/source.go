@@ -1,7 +1,7 @@
 package itch
 
 import (
-	"fmt"
+	"github.com/tickcast/tickcast/config"
 	"io"
 	"time"
 
@@ -48,18 +48,26 @@ type Config struct {
 	Clock func() int64
 }
 
-func (c *Config) validate() error {
-	if c.OrderCapacity < 0 {
-		return fmt.Errorf("itch: order capacity %d: must not be negative", c.OrderCapacity)
-	}
+var configCheck = config.Checker{Pkg: "itch", Struct: "Config"}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.OrderCapacity == 0 {
 		c.OrderCapacity = DefaultOrderCapacity
 	}
-	if c.Start > StartMidDay {
-		return fmt.Errorf("itch: start mode %d: want StartAuto, StartOfDay or StartMidDay", c.Start)
-	}
 	if c.Clock == nil {
 		c.Clock = func() int64 { return time.Now().UnixNano() }
+	}
+	return c
+}
+
+// validate checks a Config whose defaults are set.
+func (c Config) validate() error {
+	switch {
+	case c.OrderCapacity < 1:
+		return configCheck.Invalid("OrderCapacity", c.OrderCapacity, "must not be negative")
+	case c.Start > StartMidDay:
+		return configCheck.Invalid("Start", c.Start, "want StartAuto, StartOfDay or StartMidDay")
 	}
 	return nil
 }
@@ -165,6 +173,7 @@ type Source struct {
 // NewSource returns a Source reading r, plain or gzip-compressed (told apart
 // by the gzip magic bytes).
 func NewSource(r io.Reader, cfg Config) (*Source, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/internal/testenv"
 )
@@ -414,4 +415,20 @@ func steadyStream(rounds int) []byte {
 		ref += 3
 	}
 	return s.b
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		cfg   Config
+		field string
+	}{
+		{Config{OrderCapacity: -1}, "OrderCapacity"},
+		{Config{Start: StartMidDay + 1}, "Start"},
+	} {
+		_, err := NewSource(bytes.NewReader(nil), tc.cfg)
+		var ce *config.Error
+		if !errors.As(err, &ce) || ce.Pkg != "itch" || ce.Field != tc.field {
+			t.Errorf("NewSource(%+v) = %v, want a *config.Error naming %s", tc.cfg, err, tc.field)
+		}
+	}
 }
