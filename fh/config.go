@@ -3,6 +3,8 @@ package fh
 import (
 	"fmt"
 	"github.com/tickcast/tickcast/config"
+	"github.com/tickcast/tickcast/pace"
+	"github.com/tickcast/tickcast/ud/udp"
 	"net"
 	"net/netip"
 	"strconv"
@@ -117,15 +119,15 @@ var (
 // Defaults of Config's fields.
 const (
 	DefaultChannels      = 4
-	DefaultMaxDatagram   = 1472
+	DefaultMaxDatagram   = udp.DefaultMaxDatagram
 	DefaultMaxDelay      = 50 * time.Microsecond
 	DefaultHeartbeat     = 100 * time.Millisecond
 	DefaultSendBatch     = 16
 	DefaultNATSListen    = "127.0.0.1:4222"
-	DefaultStoreMessages = 1 << 20
-	DefaultStoreBytes    = 64 << 20
-	DefaultMaxRetransmit = 10000
-	DefaultRateLimit     = 1e6
+	DefaultStoreMessages = recovery.DefaultMaxMessages
+	DefaultStoreBytes    = recovery.DefaultMaxBytes
+	DefaultMaxRetransmit = recovery.DefaultMaxRetransmit
+	DefaultRateLimit     = recovery.DefaultRateLimit
 )
 
 // ConfigError is a Config field whose value New cannot take: the error type
@@ -170,6 +172,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxDelay == 0 {
 		c.MaxDelay = DefaultMaxDelay
+	}
+	if c.PaceSpin == 0 {
+		c.PaceSpin = pace.DefaultSpin
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = DefaultHeartbeat
@@ -266,3 +271,7 @@ func splitListen(listen string) (string, int, error) {
 	}
 	return host, port, nil
 }
+
+// Defaults returns the configuration New runs with when every field is left
+// zero (Source aside): each field set to its default.
+func Defaults() Config { return Config{}.withDefaults() }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/fh"
 	"github.com/tickcast/tickcast/internal/cliconf"
@@ -93,10 +94,11 @@ func (s *Settings) validate() error {
 	switch {
 	case s.ITCHOrders < 1:
 		return cliconf.Invalid("itch-orders", "%d: must be positive", s.ITCHOrders)
-	case s.Instruments < 1 || s.Instruments > 456976:
-		return cliconf.Invalid("instruments", "%d: want 1..456976", s.Instruments)
-	case s.Channels < 1 || s.Channels > 1296:
-		return cliconf.Invalid("channels", "%d: want 1..1296", s.Channels)
+	case s.Instruments < 1 || s.Instruments > feed.MaxSyntheticInstruments:
+		return cliconf.Invalid("instruments", "%d: want 1..%d", s.Instruments, feed.MaxSyntheticInstruments)
+	case s.Channels < 1:
+		// fh.Config takes 0 as its default; fh checks the upper limit.
+		return cliconf.Invalid("channels", "%d: want 1..%d", s.Channels, config.MaxChannels)
 	case s.MaxDatagram < mold.HeaderLen+mold.BlockHdrLen+feed.MaxLen || s.MaxDatagram > 65507:
 		return cliconf.Invalid("max-datagram", "%d: want %d..65507", s.MaxDatagram, mold.HeaderLen+mold.BlockHdrLen+feed.MaxLen)
 	case s.MaxDelay <= 0:
@@ -127,7 +129,18 @@ var flagOf = map[string]string{
 	"Duration": "duration", "Linger": "linger", "FeedName": "feed-name", "NATSURL": "nats-url",
 	"NATSListen": "nats-listen", "NATSUsers": "nats-users", "StoreMessages": "store-messages",
 	"StoreBytes": "store-bytes", "MaxRetransmit": "max-retransmit", "RateLimit": "rate-limit",
-	"MetricsAddr": "metrics-addr",
+	"MetricsAddr": "metrics-addr", "NATSLive": "nats-live",
+}
+
+// flagOverrides are the flags whose default is not the default of the
+// fh.Config field they set, by field, with the reason: the daemon's defaults
+// are for running it as a service, the library's for embedding it.
+// TestFlagDefaults holds every other flag default equal to fh.Defaults().
+var flagOverrides = map[string]string{
+	"Rate":        "the daemon paces a synthetic feed at a rate a newcomer's machine sustains; a library caller's source sets its own pace",
+	"Linger":      "the daemon serves recovery after end of session, so that subscribers recover the session's tail; an embedding program decides its own lifetime",
+	"NATSLive":    "the daemon serves subscribers without multicast out of the box; with the embedded server it costs nothing while nobody listens",
+	"MetricsAddr": "the daemon is scraped by Prometheus on the documented port; a library caller may have its own metrics endpoint",
 }
 
 // flagError turns an *fh.ConfigError into a *cliconf.Error naming the
