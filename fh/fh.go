@@ -222,6 +222,9 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 	if closeErr == nil {
 		closeErr = endErr
 	}
+	if !h.rsrv.FlushLive(liveFlushTimeout) {
+		h.log.Warn().Dur("waited", liveFlushTimeout).Msg("live NATS feed: datagrams still queued at the end")
+	}
 	h.logEnds()
 	sum := Summary{Publisher: h.pub.Stats(), Recovery: h.rsrv.Stats(), Elapsed: elapsed,
 		Interrupted: ctx.Err() != nil, DurationReached: ctx.Err() == nil && runCtx.Err() != nil}
@@ -235,6 +238,10 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 	h.log.WithLevel(level).Fields(sum.Fields()).Msg("feed handler done")
 	return sum, errors.Join(runErr, closeErr)
 }
+
+// liveFlushTimeout bounds how long Run waits for the live NATS feed's queue
+// to drain after the end of session.
+const liveFlushTimeout = 5 * time.Second
 
 // linger keeps serving recovery for Config.Linger, and repeats the end of
 // session every heartbeat interval so a subscriber that lost it still
@@ -335,5 +342,6 @@ func (s Summary) Fields() map[string]any {
 		"duration_reached":    s.DurationReached,
 		"retransmit_requests": rst.Requests, "retransmitted": rst.MessagesServed, "snapshots": rst.Snapshots,
 		"recovery_rejected": rst.Rejected, "live_published": rst.LivePublished, "live_skipped": rst.LiveSkipped,
+		"live_dropped": rst.LiveDropped,
 	}
 }

@@ -15,7 +15,7 @@ type serverCollector struct {
 	srv    *Server
 	stores []*Channel
 
-	requests, served, rejected, snapshots, snapMsgs, live, liveErrs, liveSkipped,
+	requests, served, rejected, snapshots, snapMsgs, live, liveErrs, liveSkipped, liveDropped,
 	storeMsgs, storeBytes, oldest, next *prometheus.Desc
 }
 
@@ -37,6 +37,7 @@ func NewServerCollector(srv *Server, stores []*Channel) prometheus.Collector {
 		live:        d("live_published_total", "Datagrams published on the live NATS subjects."),
 		liveErrs:    d("live_publish_errors_total", "Datagrams that could not be published on the live NATS subjects."),
 		liveSkipped: d("live_skipped_total", "Datagrams not published on the live NATS subjects because nobody subscribed to them."),
+		liveDropped: d("live_dropped_total", "Datagrams not published on the live NATS subjects because the queue to NATS was full."),
 		storeMsgs:   d("store_messages", "Messages the channel's retransmission store holds.", "channel"),
 		storeBytes:  d("store_bytes", "Message bytes the channel's retransmission store holds.", "channel"),
 		oldest:      d("store_oldest_sequence", "Oldest sequence number the channel's store can retransmit (the next one when empty).", "channel"),
@@ -47,7 +48,7 @@ func NewServerCollector(srv *Server, stores []*Channel) prometheus.Collector {
 // Describe implements prometheus.Collector.
 func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.served, c.rejected, c.snapshots, c.snapMsgs, c.live,
-		c.liveErrs, c.liveSkipped, c.storeMsgs, c.storeBytes, c.oldest, c.next} {
+		c.liveErrs, c.liveSkipped, c.liveDropped, c.storeMsgs, c.storeBytes, c.oldest, c.next} {
 		ch <- d
 	}
 }
@@ -68,6 +69,7 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.live, st.LivePublished)
 	counter(c.liveErrs, st.LivePublishErrors)
 	counter(c.liveSkipped, st.LiveSkipped)
+	counter(c.liveDropped, st.LiveDropped)
 	for _, code := range errorCodes {
 		counter(c.rejected, st.Rejected[code], string(code))
 		delete(st.Rejected, code)

@@ -34,6 +34,10 @@ type ServerConfig struct {
 	// always (an external NATS server, whose interest the feed handler
 	// cannot see cheaply).
 	LiveInterest func(subject string) bool
+	// LiveQueue is how many datagrams may wait for publication on the live
+	// subjects (see Live); default DefaultLiveQueue. Each slot takes the
+	// size of the longest datagram it has held.
+	LiveQueue int
 	// Log receives one line per rejected request (rate-limited to a few per
 	// second) and the server's lifecycle.
 	Log zerolog.Logger
@@ -45,7 +49,13 @@ const (
 	DefaultMaxRetransmit = 10000
 	// DefaultRateLimit is the default ServerConfig.RateLimit.
 	DefaultRateLimit = 1e6
+	// DefaultLiveQueue is the default ServerConfig.LiveQueue: at 100,000
+	// datagrams a second, 40 ms of live feed.
+	DefaultLiveQueue = 4096
 )
+
+// maxLiveQueue bounds ServerConfig.LiveQueue (about 100 MB of slots).
+const maxLiveQueue = 1 << 16
 
 var serverCheck = config.Checker{Pkg: "recovery", Struct: "ServerConfig"}
 
@@ -59,6 +69,9 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	}
 	if c.RateLimit == 0 {
 		c.RateLimit = DefaultRateLimit
+	}
+	if c.LiveQueue == 0 {
+		c.LiveQueue = DefaultLiveQueue
 	}
 	return c
 }
@@ -75,6 +88,8 @@ func (c ServerConfig) validate() error {
 		return serverCheck.Invalid("MaxRetransmit", c.MaxRetransmit, "want 1..%d", mold.MaxCount)
 	case !(c.RateLimit > 0):
 		return serverCheck.Invalid("RateLimit", c.RateLimit, "want more than 0 messages per second")
+	case c.LiveQueue < 1 || c.LiveQueue > maxLiveQueue:
+		return serverCheck.Invalid("LiveQueue", c.LiveQueue, "want 1..%d datagrams", maxLiveQueue)
 	}
 	return nil
 }
@@ -89,6 +104,7 @@ type ServerStats struct {
 	LivePublished     uint64 // datagrams published on live subjects
 	LivePublishErrors uint64
 	LiveSkipped       uint64 // datagrams not published: nobody subscribed (LiveInterest)
+	LiveDropped       uint64 // datagrams not published: the live queue was full (ServerConfig.LiveQueue)
 }
 
 // Server answers retransmit and snapshot requests over NATS from the
@@ -108,11 +124,18 @@ type Server struct {
 	rejected map[ErrorCode]uint64
 	lastLog  time.Time
 
-	requests, served, snapshots, snapMsgs, live, liveErrs, liveSkipped atomic.Uint64
+	requests, served, snapshots, snapMsgs, live, liveErrs, liveSkipped, liveDropped atomic.Uint64
 
-	liveOn   []atomic.Bool // by channel: someone subscribes to its live subject
-	liveStop chan struct{} // closed by Close: ends the interest refresher
-	liveDone chan struct{}
+	liveOn       []atomic.Bool // by channel: someone subscribes to its live subject
+	liveStop     chan struct{} // closed by Close: ends the interest refresher
+	liveStopped  chan struct{}
+	liveFree     chan *liveDatagram // the live queue's free slots
+	liveQ        chan *liveDatagram // datagrams waiting for publishLive
+	liveSubjects []string           // by channel
+	livePubDone  chan struct{}      // closed when publishLive returns
+	// liveQueued counts datagrams Live queued, liveDone those publishLive
+	// handed to NATS (FlushLive compares them).
+	liveQueued, liveDone atomic.Uint64
 }
 
 type bucket struct {
@@ -127,6 +150,7 @@ func NewServer(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{nc: nc, cfg: cfg, buckets: map[string]*bucket{}, rejected: map[ErrorCode]uint64{}}
+	s.startLive()
 	for subj, h := range map[string]nats.MsgHandler{
 		"tickcast." + cfg.Feed + ".retransmit.*": s.retransmit,
 		"tickcast." + cfg.Feed + ".snapshot.*":   s.snapshot,
@@ -147,7 +171,7 @@ func NewServer(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 	if cfg.LiveInterest != nil {
 		s.liveOn = make([]atomic.Bool, len(cfg.Channels))
 		s.refreshLive()
-		s.liveStop, s.liveDone = make(chan struct{}), make(chan struct{})
+		s.liveStop, s.liveStopped = make(chan struct{}), make(chan struct{})
 		go s.watchLive()
 	}
 	return s, nil
@@ -166,7 +190,7 @@ func (s *Server) refreshLive() {
 }
 
 func (s *Server) watchLive() {
-	defer close(s.liveDone)
+	defer close(s.liveStopped)
 	t := time.NewTicker(LiveInterestEvery)
 	defer t.Stop()
 	for {
@@ -187,8 +211,13 @@ func (s *Server) Close() {
 	s.subs = nil
 	if s.liveStop != nil {
 		close(s.liveStop)
-		<-s.liveDone
+		<-s.liveStopped
 		s.liveStop = nil
+	}
+	if s.liveQ != nil {
+		close(s.liveQ)
+		<-s.livePubDone
+		s.liveQ = nil
 	}
 }
 
@@ -197,7 +226,7 @@ func (s *Server) Stats() ServerStats {
 	st := ServerStats{
 		Requests: s.requests.Load(), MessagesServed: s.served.Load(), Snapshots: s.snapshots.Load(),
 		SnapshotMessages: s.snapMsgs.Load(), LivePublished: s.live.Load(), LivePublishErrors: s.liveErrs.Load(), LiveSkipped: s.liveSkipped.Load(),
-		Rejected: map[ErrorCode]uint64{},
+		LiveDropped: s.liveDropped.Load(), Rejected: map[ErrorCode]uint64{},
 	}
 	s.mu.Lock()
 	for k, v := range s.rejected {
@@ -207,20 +236,88 @@ func (s *Server) Stats() ServerStats {
 	return st
 }
 
-// Live publishes one datagram of channel ch on its live subject. NATS
-// buffers it and its flusher sends it, so this does not wait for the network.
-// With ServerConfig.LiveInterest it publishes only while the subject has a
-// subscriber, and otherwise counts the datagram as skipped.
+// Live queues one datagram of channel ch for publication on its live
+// subject and returns at once: a goroutine of the server's publishes the
+// queue in order. The publisher's path never waits for NATS, whose Publish
+// blocks while the connection's write buffer is flushed to a slow server
+// or while a large retransmit reply holds the connection. When the queue
+// (ServerConfig.LiveQueue datagrams) is full, the datagram is dropped and
+// counted in ServerStats.LiveDropped; a live subscriber sees the gap and
+// recovers it like any other. With ServerConfig.LiveInterest a datagram is
+// queued only while the subject has a subscriber, and otherwise counted as
+// skipped. Live copies datagram and allocates nothing once each queue slot
+// has held a datagram as long as the longest it is given. It is called by
+// one goroutine at a time (the publisher's), never after Close.
 func (s *Server) Live(ch int, datagram []byte) {
 	if s.liveOn != nil && !s.liveOn[ch].Load() {
 		s.liveSkipped.Add(1)
 		return
 	}
-	if err := s.nc.Publish(LiveSubject(s.cfg.Feed, ch), datagram); err != nil {
-		s.liveErrs.Add(1)
+	var b *liveDatagram
+	select {
+	case b = <-s.liveFree:
+	default:
+		s.liveDropped.Add(1)
 		return
 	}
-	s.live.Add(1)
+	b.ch = ch
+	b.data = append(b.data[:0], datagram...)
+	s.liveQueued.Add(1)
+	s.liveQ <- b // never blocks: the queue has a place for every slot
+}
+
+// liveDatagram is one slot of the live queue.
+type liveDatagram struct {
+	ch   int
+	data []byte
+}
+
+// startLive allocates the live queue and starts its publishing goroutine.
+func (s *Server) startLive() {
+	n := s.cfg.LiveQueue
+	s.liveFree = make(chan *liveDatagram, n)
+	s.liveQ = make(chan *liveDatagram, n)
+	s.liveSubjects = make([]string, len(s.cfg.Channels))
+	for ch := range s.liveSubjects {
+		s.liveSubjects[ch] = LiveSubject(s.cfg.Feed, ch)
+	}
+	for range n {
+		// A slot's buffer is allocated when it is first used, so that a
+		// feed handler without a live feed does not pay for the queue.
+		s.liveFree <- &liveDatagram{}
+	}
+	s.livePubDone = make(chan struct{})
+	go s.publishLive()
+}
+
+// publishLive publishes the live queue until Close closes it.
+func (s *Server) publishLive() {
+	defer close(s.livePubDone)
+	for b := range s.liveQ {
+		if err := s.nc.Publish(s.liveSubjects[b.ch], b.data); err != nil {
+			s.liveErrs.Add(1)
+		} else {
+			s.live.Add(1)
+		}
+		s.liveDone.Add(1)
+		s.liveFree <- b
+	}
+}
+
+// FlushLive waits until every datagram queued by Live so far has been
+// handed to NATS (published or counted as an error), or timeout passes; it
+// reports whether the queue drained. A feed handler calls it before it
+// stops serving, so that the end of session reaches live subscribers.
+func (s *Server) FlushLive(timeout time.Duration) bool {
+	want := s.liveQueued.Load()
+	deadline := time.Now().Add(timeout)
+	for s.liveDone.Load() < want {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 func (s *Server) channel(m *nats.Msg) (int, *Channel, bool) {

@@ -3,8 +3,12 @@ package recovery
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -928,12 +932,18 @@ func TestLive(t *testing.T) {
 	if m, err := other.NextMsg(50 * time.Millisecond); err == nil {
 		t.Fatalf("channel 1 received a datagram of channel 0: %x", m.Data)
 	}
-	if s := e.srv.Stats(); s.LivePublished != uint64(len(sent)) || s.LivePublishErrors != 0 {
+	if !e.srv.FlushLive(natsWait) {
+		t.Fatalf("the live queue did not drain: %+v", e.srv.Stats())
+	}
+	if s := e.srv.Stats(); s.LivePublished != uint64(len(sent)) || s.LivePublishErrors != 0 || s.LiveDropped != 0 {
 		t.Errorf("server stats %+v, want %d published", s, len(sent))
 	}
 	// After the connection is closed, publishing fails and is counted.
 	e.srvConn.Close()
 	e.srv.Live(0, sent[0])
+	if !e.srv.FlushLive(natsWait) {
+		t.Fatalf("the live queue did not drain: %+v", e.srv.Stats())
+	}
 	if s := e.srv.Stats(); s.LivePublishErrors != 1 {
 		t.Errorf("LivePublishErrors %d after closing the connection, want 1", s.LivePublishErrors)
 	}
@@ -1009,11 +1019,15 @@ func TestLiveOnlyWithListeners(t *testing.T) {
 			t.Fatalf("the subscriber's interest was never seen: %+v", srv.Stats())
 		}
 		srv.Live(0, pkt)
+		srv.FlushLive(natsWait)
 		time.Sleep(time.Millisecond)
 	}
 	for range 50 {
 		srv.Live(0, pkt)
 		srv.Live(1, pkt) // channel 1 still has no listener
+	}
+	if !srv.FlushLive(natsWait) {
+		t.Fatalf("the live queue did not drain: %+v", srv.Stats())
 	}
 	got := 0
 	for {
@@ -1034,4 +1048,164 @@ func TestLiveOnlyWithListeners(t *testing.T) {
 		t.Fatalf("skipped %d, want at least 150 (100 before the subscriber, 50 of channel 1)", s.LiveSkipped)
 	}
 	t.Logf("published %d, skipped %d", s.LivePublished, s.LiveSkipped)
+}
+
+// TestLiveDoesNotWaitForNATS: Live returns at once while the connection to
+// NATS cannot write (a server that stopped reading), drops and counts what
+// does not fit the queue, and publishes the queue in order when the
+// connection moves again.
+func TestLiveDoesNotWaitForNATS(t *testing.T) {
+	// A TCP proxy between the feed handler's connection and the server,
+	// which can stop forwarding: the connection's writes then block once
+	// the socket buffers fill.
+	ns := startNATS(t, natsconn.ServerConfig{})
+	proxy := newStallProxy(t, ns.ClientURL())
+	srvConn, _ := connectNATS(t, natsconn.ConnConfig{URL: proxy.url, Name: "feedhandler"})
+	cliConn, _ := connectNATS(t, natsconn.ConnConfig{URL: ns.ClientURL(), Name: "subscriber"})
+	sub, err := cliConn.SubscribeSync(LiveSubject(DefaultFeed, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cliConn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c0 := newTestChannel(t, StoreConfig{})
+	const queue = 64
+	srv := newServer(t, srvConn, ServerConfig{Channels: []*Channel{c0}, LiveQueue: queue})
+
+	proxy.stall()
+	datagram := make([]byte, 1400)
+	const n = 20000 // 28 MB: more than the socket buffers and the queue hold
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			binary.BigEndian.PutUint32(datagram, uint32(i))
+			srv.Live(0, datagram)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(natsWait):
+		// Live waited for the stalled connection: let it go, and fail.
+		proxy.resume()
+		<-done
+		t.Fatalf("Live blocked while NATS could not be written to (%d datagrams took over %v)", n, natsWait)
+	}
+	elapsed := time.Since(start)
+	st := srv.Stats()
+	if st.LiveDropped == 0 {
+		t.Fatalf("nothing dropped while NATS could not be written to: %+v (Live took %v)", st, elapsed)
+	}
+	t.Logf("%d datagrams given to Live in %v with the connection stalled: %d dropped", n, elapsed, st.LiveDropped)
+	proxy.resume()
+	if !srv.FlushLive(natsWait) {
+		t.Fatalf("the live queue did not drain after the connection moved again: %+v", srv.Stats())
+	}
+	st = srv.Stats()
+	if st.LivePublished+st.LiveDropped+st.LivePublishErrors != n {
+		t.Fatalf("published %d + dropped %d + errors %d != %d given", st.LivePublished, st.LiveDropped, st.LivePublishErrors, n)
+	}
+	// What was published arrives in the order it was given.
+	last := -1
+	for got := uint64(0); got < st.LivePublished; got++ {
+		m, err := sub.NextMsg(natsWait)
+		if err != nil {
+			t.Fatalf("live datagram %d of %d: %v", got+1, st.LivePublished, err)
+		}
+		i := int(binary.BigEndian.Uint32(m.Data))
+		if i <= last {
+			t.Fatalf("datagram %d after %d: out of order", i, last)
+		}
+		last = i
+	}
+}
+
+// stallProxy forwards one TCP connection to a NATS server and can stop
+// reading from the client side, so that the client's writes back up.
+type stallProxy struct {
+	url     string
+	mu      sync.Mutex
+	stalled bool
+	cond    *sync.Cond
+}
+
+func newStallProxy(t *testing.T, target string) *stallProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{url: "nats://" + ln.Addr().String()}
+	p.cond = sync.NewCond(&p.mu)
+	var conns []net.Conn
+	var cmu sync.Mutex
+	t.Cleanup(func() {
+		ln.Close()
+		p.resume()
+		cmu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		cmu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			cmu.Lock()
+			conns = append(conns, c, s)
+			cmu.Unlock()
+			go io.Copy(c, s) // server to client: never stalled
+			go p.copyClient(s, c)
+		}
+	}()
+	return p
+}
+
+// copyClient forwards the client's bytes to the server, waiting while the
+// proxy is stalled.
+func (p *stallProxy) copyClient(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		p.mu.Lock()
+		for p.stalled {
+			p.cond.Wait()
+		}
+		p.mu.Unlock()
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *stallProxy) stall() {
+	p.mu.Lock()
+	p.stalled = true
+	p.mu.Unlock()
+}
+
+func (p *stallProxy) resume() {
+	p.mu.Lock()
+	p.stalled = false
+	p.cond.Broadcast()
+	p.mu.Unlock()
 }
