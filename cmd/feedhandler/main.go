@@ -39,6 +39,7 @@ import (
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
 	"github.com/tickcast/tickcast/ud/rdma"
+	"github.com/tickcast/tickcast/ud/udp"
 )
 
 // Settings are the feed handler's settings.
@@ -176,8 +177,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 2
 	}
 	defer releaseSrc()
-	udpc := tickcast.UDPConfig{Interface: iface, TTL: s.TTL, MaxDatagram: s.MaxDatagram, CPU: -1}
-	newSender := tickcast.UDPSenders(udpc)
+	newSender := udp.Senders(udp.Config{Interface: iface, TTL: s.TTL, MaxDatagram: s.MaxDatagram, CPU: -1})
 	pubMaxDatagram := s.MaxDatagram
 	switch s.Transport {
 	case "udp":
@@ -188,12 +188,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 		// The packet size comes from the port's active MTU unless
 		// --max-datagram was set explicitly (a larger one fails: too large).
-		rc := tickcast.RDMAConfig{Interface: iface, CPU: -1}
+		rc := rdma.Config{Interface: iface, CPU: -1}
 		pubMaxDatagram = 0
 		if _, set := s.Origins["max-datagram"]; set {
 			rc.MaxDatagram, pubMaxDatagram = s.MaxDatagram, s.MaxDatagram
 		}
-		newSender = tickcast.RDMASenders(rc)
+		newSender = rdma.Senders(rc)
 	default:
 		fmt.Fprintf(stderr, "feedhandler: %v\n", cliconf.Invalid("transport", "%q: want udp or rdma", s.Transport))
 		return 2
