@@ -1,6 +1,7 @@
 package ud
 
 import (
+	"fmt"
 	"net/netip"
 	"strconv"
 )
@@ -65,3 +66,30 @@ type NewSenderFunc func(id LineID) (Sender, error)
 // signals n whenever it publishes datagrams; one without (Filler) in mode
 // Direct registers its socket with n (Notifier.Watch).
 type NewReceiverFunc func(id LineID, n *Notifier) (Receiver, error)
+
+// OpenSenders returns a NewSenderFunc that opens each line's Sender with
+// open, and names the transport and the line's group in its errors ("udp
+// sender 239.77.0.1:31001: ..."). Transport packages build their hooks on it.
+func OpenSenders[S Sender](transport string, open func(id LineID) (S, error)) NewSenderFunc {
+	return func(id LineID) (Sender, error) {
+		s, err := open(id)
+		if err != nil {
+			return nil, fmt.Errorf("%s sender %s: %w", transport, id.Group, err)
+		}
+		return s, nil
+	}
+}
+
+// OpenReceivers returns a NewReceiverFunc that opens each line's Receiver
+// with open, and names the transport and the line's group in its errors
+// ("udp receiver 239.77.0.1:31001: ..."). Transport packages build their
+// hooks on it.
+func OpenReceivers[R Receiver](transport string, open func(id LineID, n *Notifier) (R, error)) NewReceiverFunc {
+	return func(id LineID, n *Notifier) (Receiver, error) {
+		r, err := open(id, n)
+		if err != nil {
+			return nil, fmt.Errorf("%s receiver %s: %w", transport, id.Group, err)
+		}
+		return r, nil
+	}
+}

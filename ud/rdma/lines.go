@@ -1,10 +1,6 @@
 package rdma
 
-import (
-	"fmt"
-
-	"github.com/tickcast/tickcast/ud"
-)
+import "github.com/tickcast/tickcast/ud"
 
 // ForLine returns c for one line: Group is the line's group address. RDMA
 // multicast is addressed by the group address alone: the port plays no part.
@@ -18,13 +14,9 @@ func (c Config) ForLine(id ud.LineID) Config {
 // (ForLine). c's Group is ignored. Without the verbs backend every open
 // fails with an error wrapping ErrNotBuilt.
 func Senders(c Config) ud.NewSenderFunc {
-	return func(id ud.LineID) (ud.Sender, error) {
-		s, err := NewSender(c.ForLine(id))
-		if err != nil {
-			return nil, fmt.Errorf("rdma sender %s: %w", id.Group, err)
-		}
-		return s, nil
-	}
+	return ud.OpenSenders("rdma", func(id ud.LineID) (*Sender, error) {
+		return NewSender(c.ForLine(id))
+	})
 }
 
 // Receivers returns a ud.NewReceiverFunc (the hook
@@ -33,13 +25,9 @@ func Senders(c Config) ud.NewSenderFunc {
 // Group and Notifier are ignored. Without the verbs backend every open fails
 // with an error wrapping ErrNotBuilt.
 func Receivers(c Config) ud.NewReceiverFunc {
-	return func(id ud.LineID, n *ud.Notifier) (ud.Receiver, error) {
+	return ud.OpenReceivers("rdma", func(id ud.LineID, n *ud.Notifier) (*Receiver, error) {
 		lc := c.ForLine(id)
 		lc.Notifier = n
-		r, err := NewReceiver(lc)
-		if err != nil {
-			return nil, fmt.Errorf("rdma receiver %s: %w", id.Group, err)
-		}
-		return r, nil
-	}
+		return NewReceiver(lc)
+	})
 }

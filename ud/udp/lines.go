@@ -1,10 +1,6 @@
 package udp
 
-import (
-	"fmt"
-
-	"github.com/tickcast/tickcast/ud"
-)
+import "github.com/tickcast/tickcast/ud"
 
 // ForLine returns c for one line: Group and Port are the line's group.
 func (c Config) ForLine(id ud.LineID) Config {
@@ -16,13 +12,9 @@ func (c Config) ForLine(id ud.LineID) Config {
 // NewSender takes) that opens a Sender per line: c with the line's group
 // and port (ForLine). c's Group and Port are ignored.
 func Senders(c Config) ud.NewSenderFunc {
-	return func(id ud.LineID) (ud.Sender, error) {
-		s, err := NewSender(c.ForLine(id))
-		if err != nil {
-			return nil, fmt.Errorf("udp sender %s: %w", id.Group, err)
-		}
-		return s, nil
-	}
+	return ud.OpenSenders("udp", func(id ud.LineID) (*Sender, error) {
+		return NewSender(c.ForLine(id))
+	})
 }
 
 // Receivers returns a ud.NewReceiverFunc (the hook
@@ -30,13 +22,9 @@ func Senders(c Config) ud.NewSenderFunc {
 // line: c with the line's group and port (ForLine) and the subscriber's
 // Notifier. c's Group, Port and Notifier are ignored.
 func Receivers(c Config) ud.NewReceiverFunc {
-	return func(id ud.LineID, n *ud.Notifier) (ud.Receiver, error) {
+	return ud.OpenReceivers("udp", func(id ud.LineID, n *ud.Notifier) (*Receiver, error) {
 		lc := c.ForLine(id)
 		lc.Notifier = n
-		r, err := NewReceiver(lc)
-		if err != nil {
-			return nil, fmt.Errorf("udp receiver %s: %w", id.Group, err)
-		}
-		return r, nil
-	}
+		return NewReceiver(lc)
+	})
 }
