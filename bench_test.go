@@ -82,17 +82,17 @@ func newObservedBenchFeed(tb testing.TB, withSub bool, pubObs PublisherObserver,
 func newModeBenchFeed(tb testing.TB, withSub bool, mode ud.Mode, pubObs PublisherObserver, subObs Observer) *benchFeed {
 	tb.Helper()
 	group := benchGroup(tb)
-	udpc := UDPConfig{Mode: mode, CPU: -1}
+	udpc := udp.Config{Mode: mode, CPU: -1}
 	f := &benchFeed{mode: mode}
 	if withSub {
-		sub, err := NewSubscriber(SubscriberConfig{Channels: benchChannels, GroupA: group, NewReceiver: UDPReceivers(udpc), Observer: subObs})
+		sub, err := NewSubscriber(SubscriberConfig{Channels: benchChannels, GroupA: group, NewReceiver: udp.Receivers(udpc), Observer: subObs})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { sub.Close() })
 		f.sub = sub
 	}
-	pub, err := NewPublisher(PublisherConfig{Channels: benchChannels, GroupA: group, NewSender: UDPSenders(udpc), Observer: pubObs})
+	pub, err := NewPublisher(PublisherConfig{Channels: benchChannels, GroupA: group, NewSender: udp.Senders(udpc), Observer: pubObs})
 	if err != nil {
 		tb.Fatal(err)
 	}

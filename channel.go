@@ -1,28 +1,58 @@
 package tickcast
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/ud"
 )
 
-// Line names one of a channel's redundant multicast lines.
-type Line int
+// Line names where a channel's packets come from: line A, line B, or
+// recovery (see ud.Line). Its String is "A", "B" or "recovery".
+type Line = ud.Line
 
-// Lines.
+// Lines. LineRecovery equals seqgap.LineRecovery: an Event that recovery
+// caused, or that no line's packet caused, names it.
 const (
-	LineA Line = 0
-	LineB Line = 1
+	LineA        = ud.LineA
+	LineB        = ud.LineB
+	LineRecovery = ud.LineRecovery
 )
 
-func (l Line) String() string {
-	if l == LineB {
-		return "B"
+// LineID is the identity of one line a transport serves (see ud.LineID):
+// what PublisherConfig.NewSender and SubscriberConfig.NewReceiver are given.
+type LineID = ud.LineID
+
+// channelLines returns the identities of channel ch's lines: A on
+// ChannelGroup(a, ch), and B on ChannelGroup(b, ch) when b is valid. The
+// groups must have been checked (ChannelGroup of the last channel).
+func channelLines(a, b netip.AddrPort, ch int) []LineID {
+	ids := make([]LineID, 0, 2)
+	for l, base := range []netip.AddrPort{a, b} {
+		if !base.IsValid() {
+			continue
+		}
+		g, _ := ChannelGroup(base, ch)
+		ids = append(ids, LineID{Channel: ch, Line: Line(l), Group: g})
 	}
-	return "A"
+	return ids
+}
+
+// ipv4 returns an IPv4 address as a number, for group arithmetic.
+func ipv4(a netip.Addr) uint32 {
+	b := a.As4()
+	return binary.BigEndian.Uint32(b[:])
+}
+
+// fromIPv4 is ipv4's inverse.
+func fromIPv4(v uint32) netip.Addr {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], v)
+	return netip.AddrFrom4(b)
 }
 
 // ChannelGroup returns channel ch's multicast group given the group of
@@ -33,14 +63,21 @@ func ChannelGroup(base netip.AddrPort, ch int) (netip.AddrPort, error) {
 	if !base.Addr().Is4() || !base.Addr().IsMulticast() {
 		return netip.AddrPort{}, fmt.Errorf("tickcast: group %s is not an IPv4 multicast address", base)
 	}
-	a := base.Addr().As4()
-	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	v += uint32(ch)
-	addr := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	addr := fromIPv4(ipv4(base.Addr()) + uint32(ch))
 	if !addr.IsMulticast() || ch < 0 {
 		return netip.AddrPort{}, fmt.Errorf("tickcast: channel %d of group %s falls outside 224.0.0.0/4", ch, base)
 	}
 	return netip.AddrPortFrom(addr, base.Port()), nil
+}
+
+// groupsOverlap reports whether the n channel groups from a and those from b
+// share a group (same port, overlapping address ranges).
+func groupsOverlap(a, b netip.AddrPort, n int) bool {
+	if a.Port() != b.Port() {
+		return false
+	}
+	av, bv := int64(ipv4(a.Addr())), int64(ipv4(b.Addr()))
+	return av < bv+int64(n) && bv < av+int64(n)
 }
 
 // ParseGroup parses "a.b.c.d:port" as an IPv4 multicast group and port.

@@ -234,9 +234,9 @@ var lossReasonNames = func() []string {
 	return out
 }()
 
-// messageLines are the line label values of released messages, by the index
-// of ChannelStats.Messages.
-var messageLines = [3]string{"A", "B", "recovery"}
+// messageLines are the lines of released messages, by the index of
+// ChannelStats.Messages (lineIndex); their names are the label values.
+var messageLines = [3]Line{LineA, LineB, LineRecovery}
 
 type subscriberCollector struct {
 	metricSet
@@ -306,7 +306,7 @@ func (c *subscriberCollector) Collect(out chan<- prometheus.Metric) {
 			counter(out, c.wins, t.WinsPerLine[l], ch, line)
 		}
 		for l, line := range messageLines {
-			counter(out, c.messages, cs.Messages[l], ch, line)
+			counter(out, c.messages, cs.Messages[l], ch, line.String())
 		}
 		counter(out, c.gaps, t.Gaps, ch)
 		counter(out, c.requests, t.Requests, ch)

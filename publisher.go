@@ -23,8 +23,10 @@ type PublisherConfig struct {
 	GroupA netip.AddrPort
 	// GroupB is channel 0's B-line group, or the zero value for no B line.
 	GroupB netip.AddrPort
-	// NewSender opens the transport for one group. Required.
-	NewSender func(group netip.AddrPort) (ud.Sender, error)
+	// NewSender opens the transport of one line: the channel, A or B, and
+	// the line's group (ChannelGroup of GroupA or GroupB). Each transport
+	// package provides one (udp.Senders, rdma.Senders). Required.
+	NewSender ud.NewSenderFunc
 	// MaxDatagram caps the packet size; 0 means the transport's maximum.
 	MaxDatagram int
 	// MaxDelay bounds how long a message may wait in a partly filled packet
@@ -66,7 +68,7 @@ func (c *PublisherConfig) validate() error {
 		if _, err := ChannelGroup(c.GroupB, c.Channels-1); err != nil {
 			return fmt.Errorf("tickcast: group-b: %w", err)
 		}
-		if overlaps(c.GroupA, c.GroupB, c.Channels) {
+		if groupsOverlap(c.GroupA, c.GroupB, c.Channels) {
 			return fmt.Errorf("tickcast: group-b %s overlaps group %s for %d channels", c.GroupB, c.GroupA, c.Channels)
 		}
 	}
@@ -86,16 +88,6 @@ func (c *PublisherConfig) validate() error {
 		c.SendBatch = 16
 	}
 	return nil
-}
-
-func overlaps(a, b netip.AddrPort, n int) bool {
-	if a.Port() != b.Port() {
-		return false
-	}
-	x, y := a.Addr().As4(), b.Addr().As4()
-	av := int64(x[0])<<24 | int64(x[1])<<16 | int64(x[2])<<8 | int64(x[3])
-	bv := int64(y[0])<<24 | int64(y[1])<<16 | int64(y[2])<<8 | int64(y[3])
-	return av < bv+int64(n) && bv < av+int64(n)
 }
 
 // PublisherStats are a publisher's cumulative counters.
@@ -151,14 +143,10 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	for ch := 0; ch < cfg.Channels; ch++ {
 		pc := &pubChannel{idx: ch, session: NewSession(ch, now), lastNs: Now()}
 		p.chans = append(p.chans, pc)
-		groups := []netip.AddrPort{cfg.GroupA}
-		if cfg.GroupB.IsValid() {
-			groups = append(groups, cfg.GroupB)
-		}
 		maxDG := cfg.MaxDatagram
-		for _, base := range groups {
-			g, _ := ChannelGroup(base, ch)
-			s, err := cfg.NewSender(g)
+		for _, id := range channelLines(cfg.GroupA, cfg.GroupB, ch) {
+			g := id.Group
+			s, err := cfg.NewSender(id)
 			if err != nil {
 				p.closeSenders()
 				return nil, fmt.Errorf("tickcast: channel %d: open sender for %s: %w", ch, g, err)

@@ -31,7 +31,7 @@ func newPubHarness(t *testing.T, cfg PublisherConfig) *pubHarness {
 	}
 	t.Cleanup(func() { rx.Close() })
 	cfg.Channels, cfg.GroupA = 1, ga
-	cfg.NewSender = UDPSenders(UDPConfig{MaxDatagram: 9000})
+	cfg.NewSender = udp.Senders(udp.Config{MaxDatagram: 9000})
 	pub, err := NewPublisher(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestPublisherRejectsUnknownInstrument(t *testing.T) {
 
 func TestPublisherConfigErrors(t *testing.T) {
 	ga := netip.MustParseAddrPort("239.77.0.1:31001")
-	ns := func(netip.AddrPort) (ud.Sender, error) { return nil, errors.New("not reached") }
+	ns := func(LineID) (ud.Sender, error) { return nil, errors.New("not reached") }
 	for _, c := range []PublisherConfig{
 		{Channels: 0, GroupA: ga, NewSender: ns},
 		{Channels: 2, GroupA: ga},
@@ -206,10 +206,10 @@ func TestRunSurvivesALineThatFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rx.Close()
-	open := UDPSenders(UDPConfig{})
-	pub, err := NewPublisher(PublisherConfig{Channels: 1, GroupA: ga, GroupB: gb, NewSender: func(g netip.AddrPort) (ud.Sender, error) {
-		s, err := open(g)
-		if err == nil && g.Addr() == gb.Addr() {
+	open := udp.Senders(udp.Config{})
+	pub, err := NewPublisher(PublisherConfig{Channels: 1, GroupA: ga, GroupB: gb, NewSender: func(id LineID) (ud.Sender, error) {
+		s, err := open(id)
+		if err == nil && id.Line == LineB {
 			s = failingSender{s}
 		}
 		return s, err

@@ -80,8 +80,8 @@ func (c *channelCounts) event(ev *seqgap.Event) {
 	}
 }
 
-// lineIndex maps a seqgap line (0, 1, seqgap.LineRecovery) to an index of
-// ChannelStats.Messages.
+// lineIndex maps a seqgap line (LineA, LineB, LineRecovery) to an index of
+// ChannelStats.Messages (see messageLines).
 func lineIndex(line int) int {
 	switch line {
 	case 0, 1:

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
@@ -29,13 +27,16 @@ type SubscriberConfig struct {
 	// GroupA and GroupB are channel 0's A and B line groups, as the
 	// publisher's; GroupB's zero value means no B line.
 	GroupA, GroupB netip.AddrPort
-	// NewReceiver opens the transport for one group. A receiver with a
-	// receive loop must signal n whenever it publishes datagrams: Run
-	// sleeps on n when every ring is empty. A receiver without one
-	// (ud.Filler, modes Direct and DirectSpin) is filled by Poll itself,
-	// and a Direct one registers its socket with n (Notifier.Watch), so
-	// that Run sleeps in one epoll_wait over every line. Required.
-	NewReceiver func(group netip.AddrPort, n *ud.Notifier) (ud.Receiver, error)
+	// NewReceiver opens the transport of one line: the channel, A or B,
+	// and the line's group (ChannelGroup of GroupA or GroupB). Each
+	// transport package provides one (udp.Receivers, rdma.Receivers). A
+	// receiver with a receive loop must signal n whenever it publishes
+	// datagrams: Run sleeps on n when every ring is empty. A receiver
+	// without one (ud.Filler, modes Direct and DirectSpin) is filled by
+	// Poll itself, and a Direct one registers its socket with n
+	// (Notifier.Watch), so that Run sleeps in one epoll_wait over every
+	// line. Required.
+	NewReceiver ud.NewReceiverFunc
 	// Spin makes Run poll without ever sleeping, on a thread of its own:
 	// for DirectSpin receivers, which nothing else fills. With Backoff it
 	// sleeps about 50 µs in the kernel after a run of empty polls, for
@@ -135,7 +136,7 @@ type Event struct {
 	Kind    EventKind
 	Channel int
 	// Line is the line whose packet caused the event (LineA, LineB), or
-	// seqgap.LineRecovery.
+	// LineRecovery.
 	Line       Line
 	Session    mold.Session
 	Range      seqgap.Range      // EventGap, EventRequest, EventLost, EventInstrumentGap
@@ -271,21 +272,17 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 		sc := &subChannel{s: s, idx: ch, tracker: tr}
 		s.chans = append(s.chans, sc)
 		s.byIdx[ch] = sc
-		bases := []netip.AddrPort{cfg.GroupA}
-		if cfg.GroupB.IsValid() {
-			bases = append(bases, cfg.GroupB)
-		}
-		for li, base := range bases {
-			g, _ := ChannelGroup(base, ch)
-			r, err := cfg.NewReceiver(g, s.notify)
+		lines := channelLines(cfg.GroupA, cfg.GroupB, ch)
+		for li, id := range lines {
+			r, err := cfg.NewReceiver(id, s.notify)
 			if err != nil {
 				s.Close()
-				return nil, fmt.Errorf("tickcast: channel %d line %s: join %s: %w", ch, Line(li), g, err)
+				return nil, fmt.Errorf("tickcast: channel %d line %s: join %s: %w", ch, id.Line, id.Group, err)
 			}
 			sc.lines = append(sc.lines, r)
 			if f, ok := r.(ud.Filler); ok {
 				if sc.fill == nil {
-					sc.fill = make([]ud.Filler, len(bases))
+					sc.fill = make([]ud.Filler, len(lines))
 				}
 				sc.fill[li] = f
 			}
@@ -619,7 +616,7 @@ func (s *Subscriber) applySnapshot(sc *subChannel, r *recovery.Result) {
 		return
 	}
 	s.snapshots++
-	s.ev = Event{Kind: EventSnapshot, Channel: sc.idx, Line: seqgap.LineRecovery, Session: snap.Session,
+	s.ev = Event{Kind: EventSnapshot, Channel: sc.idx, Line: LineRecovery, Session: snap.Session,
 		LastSeq: snap.Seq, Range: r.Range}
 	s.h.Event(&s.ev)
 	for _, msg := range snap.Messages {
@@ -680,45 +677,32 @@ func (s *Subscriber) Run(ctx context.Context, h Handler, stop func() bool) error
 // idle wait (1 ms) and well below any staleness limit.
 const pollStall = 5 * time.Millisecond
 
-// Spinning: how many empty polls in a row before a spinning Run backs off
-// (Backoff) or checks for cancellation, and how long a back-off sleeps.
-const (
-	spinEmptyPolls = 256
-	spinBackoff    = 50 * time.Microsecond
-)
+// spinEmptyPolls is how many empty polls in a row a spinning Run makes
+// before it backs off (Backoff: ud.BackoffSleep) and checks for cancellation.
+const spinEmptyPolls = 256
 
 // spin is Run for SubscriberConfig.Spin.
 func (s *Subscriber) spin(ctx context.Context, poll func() int, stop func() bool) error {
 	done := ctx.Done()
-	runtime.LockOSThread()
+	_ = ud.LockThread(-1, s.cfg.Backoff) // no CPU asked: cannot fail
 	defer runtime.UnlockOSThread()
-	if s.cfg.Backoff {
-		// Without it each back-off sleep would last the default 50 µs
-		// of timer slack longer.
-		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	}
-	nap := unix.NsecToTimespec(int64(spinBackoff))
-	idle := 0
+	idle := ud.Spinner{Polls: spinEmptyPolls, Backoff: s.cfg.Backoff}
 	for {
 		n := poll()
 		if stop != nil && stop() {
 			return nil
 		}
 		if n > 0 {
-			idle = 0
+			idle.Busy()
 			continue
 		}
-		if idle++; idle < spinEmptyPolls {
+		if !idle.Empty() {
 			continue
 		}
-		idle = 0
 		select {
 		case <-done:
 			return ctx.Err()
 		default:
-		}
-		if s.cfg.Backoff {
-			_ = unix.ClockNanosleep(unix.CLOCK_MONOTONIC, 0, &nap, nil)
 		}
 	}
 }

@@ -97,14 +97,14 @@ func TestPublishSubscribeABLines(t *testing.T) {
 func testPublishSubscribeABLines(t *testing.T, mode ud.Mode) {
 	ga, gb := testGroups(t)
 	syn := feed.SyntheticConfig{Seed: 42, Instruments: 40, Channels: 4, Count: 100_000}
-	udpc := UDPConfig{MaxDatagram: 1472, RingSlots: 8192, Mode: mode, CPU: -1, Backoff: mode == ud.BusyPoll}
-	sub, err := NewSubscriber(SubscriberConfig{Channels: syn.Channels, GroupA: ga, GroupB: gb, NewReceiver: UDPReceivers(udpc),
+	udpc := udp.Config{MaxDatagram: 1472, RingSlots: 8192, Mode: mode, CPU: -1, Backoff: mode == ud.BusyPoll}
+	sub, err := NewSubscriber(SubscriberConfig{Channels: syn.Channels, GroupA: ga, GroupB: gb, NewReceiver: udp.Receivers(udpc),
 		Spin: mode == ud.DirectSpin})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	pub, err := NewPublisher(PublisherConfig{Channels: syn.Channels, GroupA: ga, GroupB: gb, NewSender: UDPSenders(udpc)})
+	pub, err := NewPublisher(PublisherConfig{Channels: syn.Channels, GroupA: ga, GroupB: gb, NewSender: udp.Senders(udpc)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,8 +167,8 @@ func testPublishSubscribeABLines(t *testing.T, mode ud.Mode) {
 func TestSessionsUniqueAcrossRestarts(t *testing.T) {
 	ga, _ := testGroups(t)
 	syn := feed.SyntheticConfig{Seed: 1, Instruments: 8, Channels: 2, Count: 1000}
-	udpc := UDPConfig{}
-	sub, err := NewSubscriber(SubscriberConfig{Channels: 2, GroupA: ga, NewReceiver: UDPReceivers(udpc)})
+	udpc := udp.Config{}
+	sub, err := NewSubscriber(SubscriberConfig{Channels: 2, GroupA: ga, NewReceiver: udp.Receivers(udpc)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestSessionsUniqueAcrossRestarts(t *testing.T) {
 	var sessions [][]mold.Session
 	start := time.Now()
 	for i := 0; i < 2; i++ {
-		pub, err := NewPublisher(PublisherConfig{Channels: 2, GroupA: ga, NewSender: UDPSenders(udpc)})
+		pub, err := NewPublisher(PublisherConfig{Channels: 2, GroupA: ga, NewSender: udp.Senders(udpc)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,8 +219,8 @@ func TestSessionsUniqueAcrossRestarts(t *testing.T) {
 // an older session and garbage to a channel's group.
 func TestForeignAndMalformedPackets(t *testing.T) {
 	ga, _ := testGroups(t)
-	udpc := UDPConfig{}
-	sub, err := NewSubscriber(SubscriberConfig{Channels: 3, Join: []int{1}, GroupA: ga, NewReceiver: UDPReceivers(udpc)})
+	udpc := udp.Config{}
+	sub, err := NewSubscriber(SubscriberConfig{Channels: 3, Join: []int{1}, GroupA: ga, NewReceiver: udp.Receivers(udpc)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func decode36(s []byte) int64 {
 // feed handler whose clock is behind is still followed.
 func TestOlderSessionAfterEnd(t *testing.T) {
 	ga, _ := testGroups(t)
-	sub, err := NewSubscriber(SubscriberConfig{Channels: 1, GroupA: ga, NewReceiver: UDPReceivers(UDPConfig{})})
+	sub, err := NewSubscriber(SubscriberConfig{Channels: 1, GroupA: ga, NewReceiver: udp.Receivers(udp.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,8 +363,8 @@ func TestOlderSessionAfterEnd(t *testing.T) {
 func TestDirectPollAfterStall(t *testing.T) {
 	ga, _ := testGroups(t)
 	syn := feed.SyntheticConfig{Seed: 3, Instruments: 20, Channels: 2, Count: 200}
-	udpc := UDPConfig{Mode: ud.Direct, CPU: -1}
-	sub, err := NewSubscriber(SubscriberConfig{Channels: syn.Channels, GroupA: ga, NewReceiver: UDPReceivers(udpc)})
+	udpc := udp.Config{Mode: ud.Direct, CPU: -1}
+	sub, err := NewSubscriber(SubscriberConfig{Channels: syn.Channels, GroupA: ga, NewReceiver: udp.Receivers(udpc)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +373,7 @@ func TestDirectPollAfterStall(t *testing.T) {
 	if n := sub.Poll(rec, 1000); n != 0 { // finds every socket empty: no socket is marked readable now
 		t.Fatalf("released %d before anything was sent", n)
 	}
-	pub, err := NewPublisher(PublisherConfig{Channels: syn.Channels, GroupA: ga, NewSender: UDPSenders(udpc)})
+	pub, err := NewPublisher(PublisherConfig{Channels: syn.Channels, GroupA: ga, NewSender: udp.Senders(udpc)})
 	if err != nil {
 		t.Fatal(err)
 	}

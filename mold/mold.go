@@ -100,6 +100,19 @@ func (h Header) Messages() int {
 	return int(h.Count)
 }
 
+// MessageCount returns the number of messages packet b carries, from its
+// header alone: Count, or 0 for a heartbeat and end of session. ok is false
+// when b is too short to hold a header. It never allocates, so a receive
+// path can count what it drops (package ud/faults takes it as
+// Config.CountMessages).
+func MessageCount(b []byte) (n int, ok bool) {
+	if len(b) < HeaderLen {
+		return 0, false // checked here: DecodeHeader's error would allocate
+	}
+	h, _ := DecodeHeader(b)
+	return h.Messages(), true
+}
+
 // Put writes h into b[:HeaderLen].
 func (h Header) Put(b []byte) {
 	_ = b[HeaderLen-1]

@@ -22,7 +22,22 @@
 // Ring is the single-producer single-consumer slot ring that receivers embed:
 // the receive loop fills and publishes slots in batches, the consumer peeks
 // and releases them in order, and each side can block until the other moves
-// without allocating.
+// without allocating. Lender is the consumer side built on it that the
+// ring-based receivers share (ud/udp, ud/rdma, ud/natslive); Wrapper is what
+// a receiver that wraps another (ud/faults) passes through. LockThread and
+// Spinner are the thread pinning and the idle pacing of every loop that
+// spins.
+//
+// # Lines
+//
+// Every Sender and Receiver serves one line of one channel, and is opened
+// for it: LineID names the channel, the line (LineA, LineB; LineRecovery
+// names recovery where a line is expected) and the line's multicast group.
+// A publisher or subscriber takes a transport as a hook, NewSenderFunc or
+// NewReceiverFunc, which it calls once per line with that identity; each
+// transport package provides its own (udp.Senders and udp.Receivers,
+// rdma.Senders and rdma.Receivers), and a hook may wrap another to act on
+// one line only (the reference subscriber's fault injection).
 package ud
 
 import (

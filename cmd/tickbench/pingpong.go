@@ -28,6 +28,7 @@ import (
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
+	"github.com/tickcast/tickcast/ud/udp"
 )
 
 // udpEchoReadyMark starts the udp-echo role's readiness line; its port
@@ -191,12 +192,12 @@ func (f *tcFlags) open() (*tickcast.Publisher, *tickcast.Subscriber, error) {
 	}
 	lo := netip.AddrFrom4(loopback)
 	pub, err := tickcast.NewPublisher(tickcast.PublisherConfig{Channels: 1, GroupA: f.outG,
-		NewSender: tickcast.UDPSenders(tickcast.UDPConfig{Interface: lo, TTL: 0})})
+		NewSender: udp.Senders(udp.Config{Interface: lo, TTL: 0})})
 	if err != nil {
 		return nil, nil, err
 	}
 	sub, err := tickcast.NewSubscriber(tickcast.SubscriberConfig{Channels: 1, GroupA: f.inG,
-		NewReceiver: tickcast.UDPReceivers(tickcast.UDPConfig{Interface: lo, Mode: mode, CPU: -1}),
+		NewReceiver: udp.Receivers(udp.Config{Interface: lo, Mode: mode, CPU: -1}),
 		Tracker:     seqgap.Config{LostAfter: 10 * time.Millisecond}})
 	if err != nil {
 		pub.Close()

@@ -8,6 +8,7 @@ package subapp
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,12 +28,14 @@ import (
 	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/internal/natsconn"
+	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
 	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/faults"
 	"github.com/tickcast/tickcast/ud/natslive"
 	"github.com/tickcast/tickcast/ud/rdma"
+	"github.com/tickcast/tickcast/ud/udp"
 	"golang.org/x/term"
 )
 
@@ -228,16 +231,15 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		log.Warn().Int("spinning_threads", spinners).Int("cpus", runtime.NumCPU()).Str("mode", mode.String()).
 			Msg("more spinning receive threads than this host can spare a core for: they back off (sleep ~50us) when idle; use --mode direct or fewer channels for the lowest latency")
 	}
-	udpc := tickcast.UDPConfig{Interface: iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
-		RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU, Backoff: backoff}
-	open := tickcast.UDPReceivers(udpc)
+	open := udp.Receivers(udp.Config{Interface: iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
+		RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU, Backoff: backoff})
 	switch s.Transport {
 	case "nats":
-		open = a.natsReceivers(group) // uses a.nc, connected below
+		open = a.natsReceivers() // uses a.nc, connected below
 	case "rdma":
-		open = tickcast.RDMAReceivers(tickcast.RDMAConfig{Interface: iface, RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU})
+		open = rdma.Receivers(rdma.Config{Interface: iface, RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU})
 	}
-	newReceiver, err := a.injectFaults(open, group, groupB)
+	newReceiver, err := a.injectFaults(open, groupB)
 	if err != nil {
 		return nil, err
 	}
@@ -576,7 +578,7 @@ func flagNames(f feed.Flags) string {
 func (h *handler) Event(ev *tickcast.Event) {
 	log := h.app.log
 	stream := func(e *zerolog.Event) *zerolog.Event {
-		return e.Int("channel", ev.Channel).Str("line", lineName(ev.Line)).Str("session", ev.Session.String())
+		return e.Int("channel", ev.Channel).Str("line", ev.Line.String()).Str("session", ev.Session.String())
 	}
 	switch ev.Kind {
 	case tickcast.EventGap:
@@ -619,30 +621,19 @@ func (h *handler) Event(ev *tickcast.Event) {
 	}
 }
 
-func lineName(l tickcast.Line) string {
-	if l == seqgap.LineRecovery {
-		return "recovery"
-	}
-	return l.String()
-}
-
 // Fault injection (a test facility, package ud/faults): the --inject-* and
 // --silence-line settings wrap each line's receiver in a faults.Receiver.
 
 // injectFaults returns newReceiver wrapped so that each receiver it opens
 // shows its datagrams with the faults the settings ask for, or newReceiver
 // itself when they ask for none. Every receiver gets its own seed, derived
-// from --inject-seed and its group. The silence applies to one line only:
-// the subscriber opens channel ch's A line on ChannelGroup(group, ch) and
-// its B line on ChannelGroup(groupB, ch), so a receiver's group tells its
-// line. When the two ranges of groups overlap (a group serving as A of one
-// channel and B of another) the line cannot be told, and --silence-line is
-// refused.
-func (a *App) injectFaults(newReceiver func(netip.AddrPort, *ud.Notifier) (ud.Receiver, error),
-	group, groupB netip.AddrPort) (func(netip.AddrPort, *ud.Notifier) (ud.Receiver, error), error) {
+// from --inject-seed and its group. The silence applies to the one line
+// --silence-line names, as the line identity each receiver is opened for
+// tells.
+func (a *App) injectFaults(newReceiver ud.NewReceiverFunc, groupB netip.AddrPort) (ud.NewReceiverFunc, error) {
 	s := a.s
 	base := faults.Config{Loss: s.InjectLoss, Burst: s.InjectBurst, BurstLen: s.InjectBurstLen,
-		Dup: s.InjectDup, Reorder: s.InjectReorder}
+		Dup: s.InjectDup, Reorder: s.InjectReorder, CountMessages: mold.MessageCount}
 	line, after, dur, err := faults.ParseSilence(s.SilenceLine)
 	if err != nil {
 		return nil, cliconf.Invalid("silence-line", "%v", err)
@@ -664,39 +655,26 @@ func (a *App) injectFaults(newReceiver func(netip.AddrPort, *ud.Notifier) (ud.Re
 	if !base.Enabled() && line == "" {
 		return newReceiver, nil
 	}
-	// inRange reports whether g is the group of one of the channels of
-	// the line whose channel 0 is on b.
-	inRange := func(g, b netip.AddrPort) bool {
-		ga, ba := g.Addr().As4(), b.Addr().As4()
-		off := uint64(uint32(ga[0])<<24|uint32(ga[1])<<16|uint32(ga[2])<<8|uint32(ga[3])) -
-			uint64(uint32(ba[0])<<24|uint32(ba[1])<<16|uint32(ba[2])<<8|uint32(ba[3]))
-		return b.IsValid() && g.Port() == b.Port() && off < uint64(s.Channels)
-	}
 	if line == "B" && !groupB.IsValid() {
 		return nil, cliconf.Invalid("silence-line", "%q: there is no B line without --group-b", s.SilenceLine)
-	}
-	if line != "" && groupB.IsValid() {
-		for ch := 0; ch < s.Channels; ch++ {
-			if g, _ := tickcast.ChannelGroup(groupB, ch); inRange(g, group) {
-				return nil, cliconf.Invalid("silence-line", "the A groups (--group) and B groups (--group-b) of the %d channels overlap, so a receiver's line cannot be told", s.Channels)
-			}
-		}
 	}
 	a.log.Warn().Float64("loss", s.InjectLoss).Float64("burst", s.InjectBurst).Int("burst_len", s.InjectBurstLen).
 		Float64("dup", s.InjectDup).Float64("reorder", s.InjectReorder).Str("silence_line", s.SilenceLine).
 		Uint64("seed", s.InjectSeed).Msg("fault injection on (test facility)")
 	opened := map[netip.AddrPort]uint64{}
-	return func(g netip.AddrPort, n *ud.Notifier) (ud.Receiver, error) {
+	return func(id ud.LineID, n *ud.Notifier) (ud.Receiver, error) {
 		cfg := base
-		isB := groupB.IsValid() && inRange(g, groupB)
-		if (line == "A" && !isB) || (line == "B" && isB) {
+		if id.Line.String() == line {
 			cfg = silent
 		}
+		// The key is the group's address and port (48 bits), and how
+		// many receivers were opened on that group before.
+		g := id.Group
 		ga := g.Addr().As4()
-		key := uint64(ga[0])<<40 | uint64(ga[1])<<32 | uint64(ga[2])<<24 | uint64(ga[3])<<16 | uint64(g.Port())
+		key := uint64(binary.BigEndian.Uint32(ga[:]))<<16 | uint64(g.Port())
 		cfg.Seed = faults.DeriveSeed(s.InjectSeed, key|opened[g]<<48)
 		opened[g]++
-		r, err := newReceiver(g, n)
+		r, err := newReceiver(id, n)
 		if err != nil {
 			return nil, err
 		}
@@ -725,24 +703,19 @@ func (a *App) addInjected(sum *Summary) {
 // the feed handler's live subject (docs/recovery.md) instead of joining a
 // multicast group; everything after the receiver is the same.
 
-// natsReceivers returns the receiver factory for --transport nats. The
-// subscriber opens channel ch's A line on ChannelGroup(group, ch), so the
-// channel is the group's address minus group's, on the same port; B lines
-// are refused before this is used. The factory uses a.nc, which New
-// connects before the subscriber opens its receivers.
-func (a *App) natsReceivers(group netip.AddrPort) func(netip.AddrPort, *ud.Notifier) (ud.Receiver, error) {
-	return func(g netip.AddrPort, n *ud.Notifier) (ud.Receiver, error) {
-		ga, ba := g.Addr().As4(), group.Addr().As4()
-		off := int64(uint32(ga[0])<<24|uint32(ga[1])<<16|uint32(ga[2])<<8|uint32(ga[3])) -
-			int64(uint32(ba[0])<<24|uint32(ba[1])<<16|uint32(ba[2])<<8|uint32(ba[3]))
-		if g.Port() != group.Port() || off < 0 || off >= int64(a.s.Channels) {
-			return nil, fmt.Errorf("nats live receiver: group %s is not the group of one of the %d channels of %s", g, a.s.Channels, group)
+// natsReceivers returns the receiver factory for --transport nats: each
+// channel's receiver subscribes to the channel's live subject. B lines are
+// refused before this is used. The factory uses a.nc, which New connects
+// before the subscriber opens its receivers.
+func (a *App) natsReceivers() ud.NewReceiverFunc {
+	return func(id ud.LineID, n *ud.Notifier) (ud.Receiver, error) {
+		if id.Line != ud.LineA {
+			return nil, fmt.Errorf("nats live receiver: %s: a B line is multicast only", id)
 		}
-		ch := int(off)
-		subject := recovery.LiveSubject(a.s.FeedName, ch)
+		subject := recovery.LiveSubject(a.s.FeedName, id.Channel)
 		r, err := natslive.NewReceiver(a.nc, subject, natslive.Config{RingSlots: a.s.RingSlots, MaxDatagram: a.s.MaxDatagram, Notifier: n})
 		if err != nil {
-			return nil, fmt.Errorf("channel %d: %w", ch, err)
+			return nil, fmt.Errorf("channel %d: %w", id.Channel, err)
 		}
 		return r, nil
 	}

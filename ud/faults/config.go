@@ -43,6 +43,13 @@ type Config struct {
 	// SilenceFor is how long the silent window lasts; 0 means until the
 	// receiver is closed. Only with Silence.
 	SilenceFor time.Duration
+	// CountMessages, if set, counts the messages of a dropped datagram for
+	// Stats.DroppedMessages and Stats.SilencedMessages: n messages, or ok
+	// false for a datagram it does not recognize (counted as 0). The caller
+	// supplies the protocol's count (mold.MessageCount for MoldUDP64); nil
+	// counts no messages. It runs on the consumer's goroutine for every
+	// dropped datagram and must not allocate.
+	CountMessages func(pkt []byte) (n int, ok bool)
 }
 
 // Enabled reports whether c injects any fault.

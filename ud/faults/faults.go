@@ -32,9 +32,10 @@
 // a run is reproducible for a given seed and arrival order (reordering also
 // depends on whether the next datagram had arrived, and silence on receive
 // times). Dropped datagrams are counted both as datagrams and as the
-// MoldUDP64 messages they carried (0 for heartbeats, end of session and
-// datagrams that are not MoldUDP64), so a test can check that the messages a
-// subscriber reports missing are exactly those the injector dropped.
+// messages they carried, as Config.CountMessages counts them (for MoldUDP64,
+// mold.MessageCount: 0 for heartbeats, end of session and datagrams that are
+// not MoldUDP64), so a test can check that the messages a subscriber reports
+// missing are exactly those the injector dropped.
 //
 // # Slots
 //
@@ -51,7 +52,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/ud"
 )
 
@@ -67,12 +67,12 @@ const MaxPeek = viewCap - 4
 // Stats are the faults a Receiver injected.
 type Stats struct {
 	DroppedDatagrams  uint64 // datagrams dropped by Loss and bursts (not silence)
-	DroppedMessages   uint64 // MoldUDP64 messages in those datagrams
+	DroppedMessages   uint64 // messages in those datagrams (Config.CountMessages)
 	Duplicated        uint64 // datagrams delivered twice
 	Reordered         uint64 // swaps of adjacent datagrams done
 	Bursts            uint64 // bursts started
 	SilencedDatagrams uint64 // datagrams dropped in the silent window
-	SilencedMessages  uint64 // MoldUDP64 messages in those datagrams
+	SilencedMessages  uint64 // messages in those datagrams (Config.CountMessages)
 }
 
 // Add returns the field-by-field sum of s and o.
@@ -101,9 +101,15 @@ type view struct {
 //
 // Peek(i) works for any i below MaxPeek. Release(n) may release datagrams
 // not yet peeked, as on the real receivers.
+//
+// MaxDatagram, Stats, Close, Fill, RingLen, RingCap and SyncDrops are the
+// wrapped receiver's (ud.Wrapper): Stats is the transport's view, which
+// counts every datagram received, including those dropped here, and Fill
+// returns how many datagrams arrived before faults.
 type Receiver struct {
-	inner ud.Receiver
-	cfg   Config
+	ud.Wrapper // the wrapped receiver (Inner), and what passes through to it
+
+	cfg Config
 
 	// Thresholds: a choice with probability p is taken when the top 53
 	// bits of the generator's output are below p·2^53.
@@ -114,8 +120,8 @@ type Receiver struct {
 	views     [viewCap]view
 	vHead     uint64 // views released
 	vTail     uint64 // views made
-	judged    uint64 // datagrams of inner judged (shown or dropped)
-	released  uint64 // datagrams of inner released
+	judged    uint64 // datagrams of Inner judged (shown or dropped)
+	released  uint64 // datagrams of Inner released
 	burstLeft int    // datagrams the current burst still drops
 	t0        int64  // RecvNs of the first datagram (silence)
 	started   bool
@@ -136,7 +142,7 @@ func Wrap(r ud.Receiver, cfg Config) (*Receiver, error) {
 		cfg.BurstLen = DefaultBurstLen
 	}
 	w := &Receiver{
-		inner:       r,
+		Wrapper:     ud.Wrapper{Inner: r},
 		cfg:         cfg,
 		lossT:       threshold(cfg.Loss),
 		burstT:      threshold(cfg.Burst),
@@ -167,53 +173,6 @@ func (r *Receiver) Faults() Stats {
 // Config returns the configuration in use (BurstLen with its default filled
 // in).
 func (r *Receiver) Config() Config { return r.cfg }
-
-// MaxDatagram returns the wrapped receiver's.
-func (r *Receiver) MaxDatagram() int { return r.inner.MaxDatagram() }
-
-// Stats returns the wrapped receiver's counters unchanged: the transport's
-// view, which counts every datagram received, including those dropped here.
-func (r *Receiver) Stats() ud.RecvStats { return r.inner.Stats() }
-
-// Close closes the wrapped receiver.
-func (r *Receiver) Close() error { return r.inner.Close() }
-
-// SyncDrops brings the wrapped receiver's kernel drop count up to date, if
-// it can (ud.DropSyncer).
-func (r *Receiver) SyncDrops() error {
-	if d, ok := r.inner.(ud.DropSyncer); ok {
-		return d.SyncDrops()
-	}
-	return nil
-}
-
-// Fill receives on the wrapped receiver if it has no receive loop of its own
-// (ud.Filler) and returns how many datagrams it received, before faults; it
-// returns 0 for a wrapped receiver with a receive loop. Consumer only.
-func (r *Receiver) Fill() int {
-	if f, ok := r.inner.(ud.Filler); ok {
-		return f.Fill()
-	}
-	return 0
-}
-
-// RingLen returns how many datagrams wait in the wrapped receiver's ring, or
-// 0 if it does not tell (ud.RingReporter). Consumer only.
-func (r *Receiver) RingLen() int {
-	if rr, ok := r.inner.(ud.RingReporter); ok {
-		return rr.RingLen()
-	}
-	return 0
-}
-
-// RingCap returns the wrapped receiver's ring size, or 0 if it does not tell
-// (ud.RingReporter).
-func (r *Receiver) RingCap() int {
-	if rr, ok := r.inner.(ud.RingReporter); ok {
-		return rr.RingCap()
-	}
-	return 0
-}
 
 // Peek returns the i-th unreleased datagram's slot (0 = oldest) as the faults
 // leave them, or nil when fewer than i+1 are waiting or i >= MaxPeek. It
@@ -259,11 +218,11 @@ func (r *Receiver) Wait(timeout time.Duration) error {
 	// Nothing is lent now, so everything judged has been released and the
 	// wrapped receiver's Wait blocks until a new datagram arrives.
 	if timeout <= 0 {
-		return r.inner.Wait(0)
+		return r.Inner.Wait(0)
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		if err := r.inner.Wait(timeout); err != nil {
+		if err := r.Inner.Wait(timeout); err != nil {
 			return err
 		}
 		if r.fill() {
@@ -281,7 +240,7 @@ func (r *Receiver) Wait(timeout time.Duration) error {
 // queue has no room for the worst case (a swapped pair, both duplicated).
 func (r *Receiver) fill() bool {
 	for viewCap-(r.vTail-r.vHead) >= 4 {
-		s := r.inner.Peek(int(r.judged - r.released))
+		s := r.Inner.Peek(int(r.judged - r.released))
 		if s == nil {
 			return false
 		}
@@ -294,7 +253,7 @@ func (r *Receiver) fill() bool {
 			continue
 		}
 		if r.chance(k, streamReorder, r.reorderT) {
-			if next := r.inner.Peek(int(r.judged - r.released)); next != nil {
+			if next := r.Inner.Peek(int(r.judged - r.released)); next != nil {
 				k2 := r.judged
 				r.judged++
 				if !r.drop(k2, next) {
@@ -326,7 +285,7 @@ func (r *Receiver) show(k uint64, s *ud.Slot) {
 func (r *Receiver) drop(k uint64, s *ud.Slot) bool {
 	if r.cfg.Silence && r.inSilence(s) {
 		r.silenced.Add(1)
-		r.silencedMsgs.Add(messages(s))
+		r.silencedMsgs.Add(r.messages(s))
 		return true
 	}
 	switch {
@@ -341,7 +300,7 @@ func (r *Receiver) drop(k uint64, s *ud.Slot) bool {
 		return false
 	}
 	r.dropped.Add(1)
-	r.droppedMsgs.Add(messages(s))
+	r.droppedMsgs.Add(r.messages(s))
 	return true
 }
 
@@ -378,22 +337,23 @@ func (r *Receiver) releaseInner() {
 		}
 	}
 	if frontier > r.released {
-		r.inner.Release(int(frontier - r.released))
+		r.Inner.Release(int(frontier - r.released))
 		r.released = frontier
 	}
 }
 
-// messages returns the number of MoldUDP64 messages in s's datagram: 0 for
-// heartbeats, end of session and datagrams too short for a header.
-func messages(s *ud.Slot) uint64 {
-	if s.N < mold.HeaderLen {
-		return 0 // checked here: DecodeHeader's error would allocate
-	}
-	h, err := mold.DecodeHeader(s.Data())
-	if err != nil {
+// messages returns the number of messages in s's datagram as
+// Config.CountMessages counts them, or 0 without it or when it does not
+// recognize the datagram.
+func (r *Receiver) messages(s *ud.Slot) uint64 {
+	if r.cfg.CountMessages == nil {
 		return 0
 	}
-	return uint64(h.Messages())
+	n, ok := r.cfg.CountMessages(s.Data())
+	if !ok || n < 0 {
+		return 0
+	}
+	return uint64(n)
 }
 
 // Generator streams: each choice about a datagram has its own.

@@ -71,6 +71,12 @@ func (h *handRecv) Release(n int) {
 	h.released += uint64(n)
 }
 
+// wrap is Wrap with the MoldUDP64 message count the subscriber supplies.
+func wrap(r ud.Receiver, cfg Config) (*Receiver, error) {
+	cfg.CountMessages = mold.MessageCount
+	return Wrap(r, cfg)
+}
+
 // packets returns n MoldUDP64 datagrams. Datagram i carries i in its header's
 // sequence field (so the test can tell them apart, heartbeats included) and
 // a varying number of messages: some are heartbeats (count 0), a few end of
@@ -115,7 +121,7 @@ func id(t testing.TB, pk [][]byte, s *ud.Slot) uint64 {
 func run(t testing.TB, cfg Config, pk [][]byte, ringCap, chunk int, step time.Duration) ([]uint64, *Receiver, *handRecv) {
 	t.Helper()
 	h := newHand(t, ringCap)
-	w, err := Wrap(h, cfg)
+	w, err := wrap(h, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +244,7 @@ func TestDup(t *testing.T) {
 	const n = 10000
 	pk := packets(n)
 	h := newHand(t, 64)
-	w, err := Wrap(h, Config{Seed: 11, Dup: 0.2})
+	w, err := wrap(h, Config{Seed: 11, Dup: 0.2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +282,7 @@ func TestDup(t *testing.T) {
 func TestDupHoldsSlotUntilBothViewsReleased(t *testing.T) {
 	pk := packets(4)
 	h := newHand(t, 8)
-	w, _ := Wrap(h, Config{Dup: 1})
+	w, _ := wrap(h, Config{Dup: 1})
 	for _, p := range pk {
 		h.push(p, 1)
 	}
@@ -396,7 +402,7 @@ func TestPeekAheadMatchesOneByOne(t *testing.T) {
 	want, w1, _ := run(t, cfg, pk, 4096, n, time.Millisecond)
 
 	h := newHand(t, 4096)
-	w, _ := Wrap(h, cfg)
+	w, _ := wrap(h, cfg)
 	for i, p := range pk {
 		h.push(p, int64(i+1)*int64(time.Millisecond))
 	}
@@ -426,7 +432,7 @@ func TestInterleavedArrivalsWithHeldViews(t *testing.T) {
 	const n = 20000
 	pk := packets(n)
 	h := newHand(t, 256)
-	w, _ := Wrap(h, Config{Seed: 1, Loss: 0.1, Burst: 0.1, Dup: 0.2, Reorder: 0.3})
+	w, _ := wrap(h, Config{Seed: 1, Loss: 0.1, Burst: 0.1, Dup: 0.2, Reorder: 0.3})
 	rng := rand.New(rand.NewPCG(3, 4))
 	lent, next, shown := 0, 0, 0
 	for next < n || lent > 0 || w.Peek(0) != nil {
@@ -487,7 +493,7 @@ func TestNoFaultsIsTransparent(t *testing.T) {
 func TestWait(t *testing.T) {
 	pk := packets(10)
 	h := newHand(t, 16)
-	w, _ := Wrap(h, Config{Dup: 1})
+	w, _ := wrap(h, Config{Dup: 1})
 	h.push(pk[0], 1)
 	// One view lent, the other ready: Wait must not block even though the
 	// wrapped ring has nothing new.
@@ -501,7 +507,7 @@ func TestWait(t *testing.T) {
 
 	// Everything that arrives is silenced: Wait sleeps out its timeout.
 	h2 := newHand(t, 16)
-	s, _ := Wrap(h2, Config{Silence: true})
+	s, _ := wrap(h2, Config{Silence: true})
 	h2.push(pk[1], 1)
 	start = time.Now()
 	if err := s.Wait(30 * time.Millisecond); err != nil || time.Since(start) < 25*time.Millisecond || s.Peek(0) != nil {
@@ -528,7 +534,7 @@ func TestWait(t *testing.T) {
 
 func TestReleasePanicsLikeTheRing(t *testing.T) {
 	h := newHand(t, 8)
-	w, _ := Wrap(h, Config{Dup: 1})
+	w, _ := wrap(h, Config{Dup: 1})
 	h.push(packets(1)[0], 1)
 	w.Release(2) // both views, never peeked: allowed
 	defer func() {
@@ -545,7 +551,7 @@ func TestZeroAllocs(t *testing.T) {
 	pk := packets(64)
 	pk = append(pk, []byte("short")) // not MoldUDP64: counted as 0 messages
 	h := newHand(t, 64)
-	w, err := Wrap(h, Config{Seed: 1, Loss: 0.1, Burst: 0.2, Dup: 0.2, Reorder: 0.3,
+	w, err := wrap(h, Config{Seed: 1, Loss: 0.1, Burst: 0.2, Dup: 0.2, Reorder: 0.3,
 		Silence: true, SilenceAfter: time.Second, SilenceFor: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -592,7 +598,7 @@ func TestValidate(t *testing.T) {
 		field string
 	}{nan, "Dup"})
 	for _, c := range cases {
-		_, err := Wrap(newHand(t, 1), c.cfg)
+		_, err := wrap(newHand(t, 1), c.cfg)
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Field != c.field || !strings.Contains(err.Error(), "Config."+c.field+" ") {
 			t.Errorf("%+v: error %v, want one naming %s", c.cfg, err, c.field)
@@ -646,6 +652,37 @@ func TestStatsAdd(t *testing.T) {
 	for i := 0; i < v.NumField(); i++ {
 		if v.Field(i).Uint() != 2*reflect.ValueOf(a).Field(i).Uint() {
 			t.Fatalf("Add drops field %s", v.Type().Field(i).Name)
+		}
+	}
+}
+
+// TestCountMessagesIsTheCallers: the messages of dropped datagrams are
+// counted by the function the caller supplies, and not at all without one.
+func TestCountMessagesIsTheCallers(t *testing.T) {
+	pk := packets(50)
+	for _, c := range []struct {
+		name  string
+		count func([]byte) (int, bool)
+		per   uint64
+	}{
+		{"nil", nil, 0},
+		{"three", func([]byte) (int, bool) { return 3, true }, 3},
+		{"unrecognized", func([]byte) (int, bool) { return 7, false }, 0},
+	} {
+		h := newHand(t, 64)
+		w, err := Wrap(h, Config{Loss: 1, CountMessages: c.count})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range pk {
+			h.push(p, int64(i+1))
+		}
+		if s := w.Peek(0); s != nil {
+			t.Fatalf("%s: Loss 1 showed a datagram", c.name)
+		}
+		f := w.Faults()
+		if f.DroppedDatagrams != uint64(len(pk)) || f.DroppedMessages != c.per*uint64(len(pk)) {
+			t.Fatalf("%s: faults %+v, want %d datagrams and %d messages", c.name, f, len(pk), c.per*uint64(len(pk)))
 		}
 	}
 }

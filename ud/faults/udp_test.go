@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/udp"
 )
@@ -36,7 +37,7 @@ func TestRealUDP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := Wrap(inner, Config{Seed: 9, Loss: 0.1, Burst: 0.1, BurstLen: 3, Dup: 0.05, Reorder: 0.1})
+	w, err := wrap(inner, Config{Seed: 9, Loss: 0.1, Burst: 0.1, BurstLen: 3, Dup: 0.05, Reorder: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,8 @@ func TestRealUDP(t *testing.T) {
 	for k, ok := range seen {
 		if !ok {
 			lost++
-			lostMsgs += messages(&ud.Slot{Buf: pk[k], N: len(pk[k])})
+			h, _ := mold.DecodeHeader(pk[k])
+			lostMsgs += uint64(h.Messages())
 		}
 	}
 	if st.KernelDrops == 0 && (uint64(lost) != f.DroppedDatagrams || lostMsgs != f.DroppedMessages) {

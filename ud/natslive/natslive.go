@@ -127,6 +127,8 @@ func (c Config) withDefaults() (Config, error) {
 // Wait belong to a single consumer goroutine; Stats and Close may be called
 // from any goroutine.
 type Receiver struct {
+	ud.Lender // Peek, Release, Wait, RingLen, RingCap
+
 	cfg     Config
 	subject string
 	ring    *ud.Ring
@@ -175,7 +177,7 @@ func NewReceiver(nc *nats.Conn, subject string, cfg Config) (*Receiver, error) {
 	if c.Notifier != nil {
 		ring.SetNotifier(c.Notifier)
 	}
-	r := &Receiver{cfg: c, subject: subject, ring: ring}
+	r := &Receiver{Lender: ud.NewLender(ring), cfg: c, subject: subject, ring: ring}
 	sub, err := nc.Subscribe(subject, r.onMsg)
 	if err != nil {
 		return nil, fmt.Errorf("natslive: subscribe to %q: %w", subject, err)
@@ -238,18 +240,6 @@ func (r *Receiver) Subject() string { return r.subject }
 
 // MaxDatagram returns the slot size, Config.MaxDatagram.
 func (r *Receiver) MaxDatagram() int { return r.cfg.MaxDatagram }
-
-// Peek returns the i-th unreleased datagram's slot (0 = oldest) or nil. Its
-// bytes stay valid until released. Consumer only.
-func (r *Receiver) Peek(i int) *ud.Slot { return r.ring.Peek(i) }
-
-// Release hands the n oldest slots back to the callback. Consumer only.
-func (r *Receiver) Release(n int) { r.ring.Release(n) }
-
-// Wait blocks until a datagram is waiting (nil), the timeout passes (nil), or
-// the receiver is closed and every received datagram has been released
-// (ud.ErrClosed). Consumer only.
-func (r *Receiver) Wait(timeout time.Duration) error { return r.ring.Wait(timeout) }
 
 // Stats returns cumulative counters. It is safe to call from any goroutine.
 //

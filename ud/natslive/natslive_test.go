@@ -413,7 +413,7 @@ func BenchmarkDeliver(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := &Receiver{cfg: Config{MaxDatagram: 1472}, ring: ring}
+	r := &Receiver{Lender: ud.NewLender(ring), cfg: Config{MaxDatagram: 1472}, ring: ring}
 	msg := datagram(1, 1400)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(msg)))

@@ -32,6 +32,10 @@
 // Config.Group; the UDP port of the tickcast line plays no part, so two
 // lines must use different group addresses.
 //
+// Senders and Receivers make the hooks a tickcast publisher and subscriber
+// take: each line opened gets its group from its ud.LineID
+// (Config.ForLine).
+//
 // # Datagram size
 //
 // A UD message is one packet: the largest datagram is the port's active MTU

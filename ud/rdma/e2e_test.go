@@ -1,5 +1,5 @@
 // End to end over the verbs transport, in the Soft-RoCE VM: a publisher and
-// two subscribers built on tickcast.RDMASenders and tickcast.RDMAReceivers.
+// two subscribers built on rdma.Senders and rdma.Receivers.
 
 //go:build linux && cgo && rdma
 
@@ -61,7 +61,7 @@ func TestPublishSubscribe(t *testing.T) {
 	syn := feed.SyntheticConfig{Seed: 7, Instruments: 40, Channels: 2, Count: 5_000}
 	ga := netip.AddrPortFrom(netip.MustParseAddr("239.193.0.1"), 31001)
 	gb := netip.AddrPortFrom(netip.MustParseAddr("239.194.0.1"), 31001)
-	rc := tickcast.RDMAConfig{Interface: a, RingSlots: 1024, CPU: -1}
+	rc := rdma.Config{Interface: a, RingSlots: 1024, CPU: -1}
 
 	type sub struct {
 		s *tickcast.Subscriber
@@ -70,7 +70,7 @@ func TestPublishSubscribe(t *testing.T) {
 	var subs []sub
 	for i := 0; i < 2; i++ {
 		s, err := tickcast.NewSubscriber(tickcast.SubscriberConfig{Channels: syn.Channels, GroupA: ga, GroupB: gb,
-			NewReceiver: tickcast.RDMAReceivers(rc)})
+			NewReceiver: rdma.Receivers(rc)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,10 +84,10 @@ func TestPublishSubscribe(t *testing.T) {
 
 	// Count what the senders send, for the harness's counter check.
 	var senders []*rdma.Sender
-	open := tickcast.RDMASenders(rc)
+	open := rdma.Senders(rc)
 	pub, err := tickcast.NewPublisher(tickcast.PublisherConfig{Channels: syn.Channels, GroupA: ga, GroupB: gb,
-		NewSender: func(g netip.AddrPort) (ud.Sender, error) {
-			s, err := open(g)
+		NewSender: func(id ud.LineID) (ud.Sender, error) {
+			s, err := open(id)
 			if err == nil {
 				senders = append(senders, s.(*rdma.Sender))
 			}

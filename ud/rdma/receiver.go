@@ -6,13 +6,10 @@ package rdma
 
 import (
 	"fmt"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/tickcast/tickcast/ud"
 )
@@ -33,6 +30,8 @@ const (
 // Receiver receives datagrams from one multicast group into a ring of slots
 // that live in the registered memory region. It implements ud.Receiver.
 type Receiver struct {
+	ud.Lender // Peek, Wait, RingLen, RingCap; Release reposts
+
 	cfg  Config
 	x    *endpoint
 	ring *ud.Ring
@@ -82,7 +81,7 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		ring.Slot(k).Buf = x.mem[off:end:end]
 	}
 	x.freeMemWhenUnreachable(ring.Slot(0))
-	r := &Receiver{cfg: c, x: x, ring: ring, done: make(chan struct{}),
+	r := &Receiver{Lender: ud.NewLender(ring), cfg: c, x: x, ring: ring, done: make(chan struct{}),
 		repostMin: uint64(max(1, min(repostGroup, c.RingSlots/8)))}
 	started := make(chan error, 1)
 	go r.run(started)
@@ -104,16 +103,13 @@ func (r *Receiver) Device() Device { return r.x.dev }
 // QKey returns the group's qkey, from the join event.
 func (r *Receiver) QKey() uint32 { return r.x.qkey }
 
-// Peek returns the i-th unreleased slot (0 = oldest), or nil.
-func (r *Receiver) Peek(i int) *ud.Slot { return r.ring.Peek(i) }
-
 // Release hands the n oldest slots back and posts them on the receive queue
 // again, in groups of at least min(8, RingSlots/8) slots (one
 // ibv_post_recv per group). The consumer posts, not the receive loop, so
 // that a loop asleep on the completion channel or descheduled never leaves
 // released slots off the queue while datagrams arrive.
 func (r *Receiver) Release(n int) {
-	r.ring.Release(n)
+	r.Lender.Release(n)
 	if n <= 0 {
 		return
 	}
@@ -139,10 +135,6 @@ func (r *Receiver) repost() {
 	}
 	r.reposted = r.released
 }
-
-// Wait blocks until a datagram is waiting, the timeout passes or the
-// receiver is closed (see ud.Receiver).
-func (r *Receiver) Wait(timeout time.Duration) error { return r.ring.Wait(timeout) }
 
 // Err returns the error that stopped the receive loop (a failed completion
 // means the queue pair went to the error state), or nil.
@@ -198,16 +190,10 @@ func (r *Receiver) run(started chan<- error) {
 	defer close(r.done)
 	busy := r.cfg.Mode == BusyPoll
 	if busy {
-		// Never unlocked: the runtime ends the thread when the loop
-		// returns instead of reusing one whose affinity was changed.
-		runtime.LockOSThread()
-		if r.cfg.CPU >= 0 {
-			var set unix.CPUSet
-			set.Set(r.cfg.CPU)
-			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				started <- &OpError{Op: "sched_setaffinity CPU " + strconv.Itoa(r.cfg.CPU), Group: r.cfg.Group, Interface: r.cfg.Interface, Err: err}
-				return
-			}
+		// Never unlocked (see ud.LockThread).
+		if err := ud.LockThread(r.cfg.CPU, false); err != nil {
+			started <- &OpError{Op: "sched_setaffinity CPU " + strconv.Itoa(r.cfg.CPU), Group: r.cfg.Group, Interface: r.cfg.Interface, Err: err}
+			return
 		}
 	}
 	started <- nil
@@ -216,7 +202,8 @@ func (r *Receiver) run(started chan<- error) {
 	x, ring := r.x, r.ring
 	size := uint64(ring.Cap())
 	var tail uint64 // slots published
-	full, idle := false, 0
+	full := false
+	idle := ud.Spinner{Polls: busyYieldPolls, Yield: true} // BusyPoll
 	for !r.closed.Load() {
 		if ring.Free() == 0 {
 			// Every slot is lent out: the receive queue is empty and the
@@ -227,9 +214,8 @@ func (r *Receiver) run(started chan<- error) {
 			}
 			if !busy {
 				ring.WaitFree(waitMs * time.Millisecond)
-			} else if idle++; idle >= busyYieldPolls {
-				idle = 0
-				runtime.Gosched()
+			} else {
+				idle.Empty()
 			}
 			continue
 		}
@@ -246,14 +232,11 @@ func (r *Receiver) run(started chan<- error) {
 				return
 			}
 			if busy {
-				if idle++; idle >= busyYieldPolls {
-					idle = 0
-					runtime.Gosched()
-				}
+				idle.Empty()
 			}
 			continue
 		}
-		idle = 0
+		idle.Busy()
 		r.polls.Add(1)
 		now := time.Now().UnixNano()
 		var nbytes uint64

@@ -50,7 +50,10 @@ func BenchmarkSendRecv(b *testing.B) {
 					if time.Now().After(deadline) {
 						b.Fatalf("received %d of %d: %+v", got, sent, r.Stats())
 					}
-					if mode == Blocking {
+					// Blocking sleeps until the receive loop publishes;
+					// Direct and DirectSpin have no receive loop, and
+					// Wait receives on this goroutine.
+					if mode != BusyPoll {
 						if err := r.Wait(100 * time.Millisecond); err != nil {
 							b.Fatal(err)
 						}

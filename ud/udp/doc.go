@@ -23,6 +23,13 @@
 // consumers, other subscriber processes) can bind the same group and port,
 // and joins the group on Config.Interface with IP_ADD_MEMBERSHIP.
 //
+// # Lines
+//
+// Senders and Receivers make the hooks a tickcast publisher and subscriber
+// take (PublisherConfig.NewSender, SubscriberConfig.NewReceiver): one Config
+// holds the settings every line shares, and each line opened gets its group
+// and port from its ud.LineID (Config.ForLine).
+//
 // # Receive modes
 //
 // The receive loop runs in its own goroutine, started by NewReceiver, and is

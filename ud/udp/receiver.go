@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +54,8 @@ func init() {
 // slots, and the loop publishes them to the consumer in one step. Peek,
 // Release and Wait belong to a single consumer goroutine.
 type Receiver struct {
+	ud.Lender // Peek, Release, RingLen, RingCap; Wait for the threaded modes
+
 	cfg    Config
 	fd     int
 	rcvBuf int
@@ -109,13 +110,14 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		return nil, err
 	}
 	r := &Receiver{
-		cfg:  c,
-		fd:   fd,
-		ring: ring,
-		hdrs: make([]unix.Mmsghdr, c.RingSlots),
-		iovs: make([]unix.Iovec, c.RingSlots),
-		ctrl: make([]byte, c.RingSlots*ctrlSpace),
-		done: make(chan struct{}),
+		Lender: ud.NewLender(ring),
+		cfg:    c,
+		fd:     fd,
+		ring:   ring,
+		hdrs:   make([]unix.Mmsghdr, c.RingSlots),
+		iovs:   make([]unix.Iovec, c.RingSlots),
+		ctrl:   make([]byte, c.RingSlots*ctrlSpace),
+		done:   make(chan struct{}),
 	}
 	if err := r.setup(); err != nil {
 		unix.Close(fd)
@@ -198,30 +200,21 @@ func (r *Receiver) run(started chan<- error) {
 	defer close(r.done)
 	busy := r.cfg.Mode == BusyPoll
 	if busy {
-		// The thread is never unlocked: when the loop returns, the
-		// runtime ends the thread instead of reusing one whose CPU
-		// affinity was changed.
-		runtime.LockOSThread()
-		if r.cfg.CPU >= 0 {
-			var set unix.CPUSet
-			set.Set(r.cfg.CPU)
-			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				started <- r.cfg.opError("sched_setaffinity CPU "+strconv.Itoa(r.cfg.CPU), err)
-				return
-			}
+		// The thread is never unlocked (see ud.LockThread).
+		if err := ud.LockThread(r.cfg.CPU, r.cfg.Backoff); err != nil {
+			started <- r.cfg.opError("sched_setaffinity CPU "+strconv.Itoa(r.cfg.CPU), err)
+			return
 		}
-	}
-	if busy && r.cfg.Backoff {
-		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) // per thread
 	}
 	started <- nil
 
-	idleLimit := busyYieldPolls
+	// BusyPoll: after a run of empty polls, yield the P, and with Backoff
+	// also the core.
+	idle := ud.Spinner{Polls: busyYieldPolls, Backoff: r.cfg.Backoff, Yield: true}
 	if r.cfg.Backoff {
-		idleLimit = backoffPolls
+		idle.Polls = backoffPolls
 	}
 	full := false // in a ring-full episode
-	idle := 0     // consecutive empty polls (BusyPoll)
 	for !r.closed.Load() {
 		start, n := r.ring.Writable()
 		if n == 0 {
@@ -234,9 +227,8 @@ func (r *Receiver) run(started chan<- error) {
 			// sleeps until the consumer releases a slot.
 			if !busy {
 				r.ring.WaitFree(rcvTimeout)
-			} else if idle++; idle >= idleLimit {
-				idle = 0
-				r.idle()
+			} else {
+				idle.Empty()
 			}
 			continue
 		}
@@ -266,10 +258,7 @@ func (r *Receiver) run(started chan<- error) {
 		case errno == unix.EAGAIN || errno == unix.EINTR:
 			// Nothing queued (BusyPoll), or SO_RCVTIMEO expired.
 			if busy {
-				if idle++; idle >= idleLimit {
-					idle = 0
-					r.idle()
-				}
+				idle.Empty()
 			}
 			continue
 		case errno != 0:
@@ -282,7 +271,7 @@ func (r *Receiver) run(started chan<- error) {
 		case got == 0:
 			continue
 		}
-		idle = 0
+		idle.Busy()
 		r.deliver(start, got)
 	}
 }
@@ -336,18 +325,6 @@ func (r *Receiver) Fill() int {
 		r.deliver(start, got)
 	}
 	return got
-}
-
-// backoffSleep is how long an idle BusyPoll loop with Config.Backoff sleeps.
-var backoffSleep = unix.NsecToTimespec(int64(50 * time.Microsecond))
-
-// idle is what a BusyPoll loop does after busyYieldPolls empty polls: yield
-// its P, and with Config.Backoff also its core.
-func (r *Receiver) idle() {
-	if r.cfg.Backoff {
-		_ = unix.ClockNanosleep(unix.CLOCK_MONOTONIC, 0, &backoffSleep, nil)
-	}
-	runtime.Gosched()
 }
 
 // deliver publishes the got datagrams recvmmsg placed in slots start to
@@ -412,20 +389,6 @@ func (r *Receiver) readDrops(k, clen int) {
 // MaxDatagram returns the slot size, Config.MaxDatagram.
 func (r *Receiver) MaxDatagram() int { return r.cfg.MaxDatagram }
 
-// Peek returns the i-th unreleased datagram's slot (0 = oldest) or nil. Its
-// bytes stay valid until released. Consumer only.
-func (r *Receiver) Peek(i int) *ud.Slot { return r.ring.Peek(i) }
-
-// Release hands the n oldest slots back to the receive loop. Consumer only.
-func (r *Receiver) Release(n int) { r.ring.Release(n) }
-
-// RingLen returns how many received datagrams wait in the ring
-// (ud.RingReporter). Consumer only.
-func (r *Receiver) RingLen() int { return r.ring.Len() }
-
-// RingCap returns the ring's number of slots (ud.RingReporter).
-func (r *Receiver) RingCap() int { return r.ring.Cap() }
-
 // Wait blocks until a datagram is waiting (nil), the timeout passes (nil), or
 // the receiver is closed and every received datagram has been released
 // (ud.ErrClosed). Consumer only.
@@ -434,7 +397,7 @@ func (r *Receiver) RingCap() int { return r.ring.Cap() }
 // and receives what arrived.
 func (r *Receiver) Wait(timeout time.Duration) error {
 	if r.cfg.Mode.Threaded() {
-		return r.ring.Wait(timeout)
+		return r.Lender.Wait(timeout)
 	}
 	if r.ring.Len() > 0 {
 		return nil
