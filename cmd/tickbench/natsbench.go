@@ -228,11 +228,7 @@ func natsSub(args []string, stdout, stderr io.Writer) error {
 		reason = "end-marker"
 	}
 	rep.Reason = reason
-	rep.latStats = statsOf(hist)
-	if err := writeHgrm(*hgrm, hist); err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(&rep)
+	return printLatReport(stdout, &rep, &rep.latStats, hist, *hgrm)
 }
 
 // natsEcho is the nats-echo role: it answers every request on --subject
@@ -309,9 +305,5 @@ func natsPing(args []string, stdout io.Writer) error {
 		recordLat(hist, monoNs()-t0)
 		rep.Pongs++
 	}
-	rep.latStats = statsOf(hist)
-	if err := writeHgrm(*hgrm, hist); err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(&rep)
+	return printLatReport(stdout, &rep, &rep.latStats, hist, *hgrm)
 }

@@ -215,11 +215,7 @@ func latRecv(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r.rep.latStats = statsOf(r.hist)
-	if err := writeHgrm(*hgrm, r.hist); err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(&r.rep)
+	return printLatReport(stdout, &r.rep, &r.rep.latStats, r.hist, *hgrm)
 }
 
 // latReceiver is the floor's receive loop state. One goroutine uses it.
