@@ -217,23 +217,16 @@ func runFloorLat(ctx context.Context, env latEnv, mode string, a runArgs) latRun
 		}
 		common := []string{"--group", group.String(), "--port", strconv.Itoa(port), "--size", strconv.Itoa(env.size),
 			"--channels", strconv.Itoa(a.channels)}
-		recv, err := startProc(ctx, "lat-recv", env.timeout, env.exe, append([]string{"--role", "lat-recv", "--mode", mode,
-			"--expect", strconv.FormatUint(a.count, 10), "--hgrm", r.Hgrm}, common...), "lat-recv: ready")
+		recv, err := startReady(ctx, "lat-recv", env.timeout, env.exe, append([]string{"--role", "lat-recv", "--mode", mode,
+			"--expect", strconv.FormatUint(a.count, 10), "--hgrm", r.Hgrm}, common...), "lat-recv: ready", 5*time.Second)
 		if err != nil {
 			return err
 		}
 		defer recv.kill()
-		if err := recv.waitReady(5 * time.Second); err != nil {
-			return err
-		}
-		send, err := startProc(ctx, "lat-send", env.timeout, env.exe, append([]string{"--role", "lat-send",
-			"--rate", fmtRate(a.rate), "--count", strconv.FormatUint(a.count, 10)}, common...), "")
-		if err != nil {
-			return err
-		}
-		defer send.kill()
 		var sr latSendReport
-		if _, err := send.summary(&sr); err != nil {
+		send, _, err := runToEnd(ctx, "lat-send", env.timeout, env.exe, append([]string{"--role", "lat-send",
+			"--rate", fmtRate(a.rate), "--count", strconv.FormatUint(a.count, 10)}, common...), &sr)
+		if err != nil {
 			return err
 		}
 		var rr latRecvReport
@@ -288,25 +281,18 @@ func runNATSLat(ctx context.Context, env latEnv, a runArgs) latRun {
 			return err
 		}
 		defer srv.kill()
-		sub, err := startProc(ctx, "nats-sub", env.timeout, env.exe, []string{"--role", "nats-sub", "--url", url,
+		sub, err := startReady(ctx, "nats-sub", env.timeout, env.exe, []string{"--role", "nats-sub", "--url", url,
 			"--subject", "tickbench.lat.*", "--size", strconv.Itoa(env.size), "--expect", strconv.FormatUint(a.count, 10),
-			"--hgrm", r.Hgrm}, "nats-sub: ready")
+			"--hgrm", r.Hgrm}, "nats-sub: ready", 10*time.Second)
 		if err != nil {
 			return err
 		}
 		defer sub.kill()
-		if err := sub.waitReady(10 * time.Second); err != nil {
-			return err
-		}
-		pub, err := startProc(ctx, "nats-pub", env.timeout, env.exe, []string{"--role", "nats-pub", "--url", url,
-			"--subject", "tickbench.lat", "--channels", strconv.Itoa(a.channels), "--size", strconv.Itoa(env.size),
-			"--rate", fmtRate(a.rate), "--count", strconv.FormatUint(a.count, 10)}, "")
-		if err != nil {
-			return err
-		}
-		defer pub.kill()
 		var sr latSendReport
-		if _, err := pub.summary(&sr); err != nil {
+		pub, _, err := runToEnd(ctx, "nats-pub", env.timeout, env.exe, []string{"--role", "nats-pub", "--url", url,
+			"--subject", "tickbench.lat", "--channels", strconv.Itoa(a.channels), "--size", strconv.Itoa(env.size),
+			"--rate", fmtRate(a.rate), "--count", strconv.FormatUint(a.count, 10)}, &sr)
+		if err != nil {
 			return err
 		}
 		var rr latRecvReport
@@ -371,21 +357,14 @@ func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) lat
 			return err
 		}
 		subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), mode, a.channels, a.rate, a.count, r.Hgrm)
-		sub, err := startProc(ctx, "subscriber", env.timeout, []string{env.subscriber}, subArgs, `"message":"subscribed"`)
+		sub, err := startReady(ctx, "subscriber", env.timeout, []string{env.subscriber}, subArgs, `"message":"subscribed"`, 10*time.Second)
 		if err != nil {
 			return err
 		}
 		defer sub.kill()
-		if err := sub.waitReady(10 * time.Second); err != nil {
-			return err
-		}
-		fh, err := startProc(ctx, "feedhandler", env.timeout, []string{env.feedhandler}, fhArgs, "")
-		if err != nil {
-			return err
-		}
-		defer fh.kill()
 		var fs fhSummary
-		if _, err := fh.summary(&fs); err != nil {
+		fh, _, err := runToEnd(ctx, "feedhandler", env.timeout, []string{env.feedhandler}, fhArgs, &fs)
+		if err != nil {
 			return err
 		}
 		var ss subLatSummary
