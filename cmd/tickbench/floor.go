@@ -176,39 +176,37 @@ func rawSend(args []string, stdout io.Writer) error {
 	if *batch < 1 || *batch > 1024 {
 		return fmt.Errorf("--batch %d: want 1..1024", *batch)
 	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	// The same sender settings as tickcast's (see senderSocket). The send
+	// buffer keeps its default, as tickcast's does.
+	fd, err := senderSocket(group.As4(), rf.port)
 	if err != nil {
-		return fmt.Errorf("socket: %w", err)
+		return err
 	}
 	defer unix.Close(fd)
-	// The same sender settings as tickcast's: loopback interface, TTL 0
-	// (the looped-back copy is delivered, nothing leaves the host), loop
-	// on, bound to 127.0.0.1 and connected to the group. The send buffer
-	// keeps its default, as tickcast's does.
-	for _, o := range []struct {
-		name     string
-		opt, val int
-	}{{"IP_MULTICAST_TTL", unix.IP_MULTICAST_TTL, 0}, {"IP_MULTICAST_LOOP", unix.IP_MULTICAST_LOOP, 1}} {
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, o.opt, o.val); err != nil {
-			return fmt.Errorf("setsockopt %s: %w", o.name, err)
+	var rep sendReport
+	if err := sendBatches(fd, *batch, rf.size, *count, &rep); err != nil {
+		return err
+	}
+	var marker [endLen]byte
+	binary.BigEndian.PutUint64(marker[0:], endMagic)
+	binary.BigEndian.PutUint64(marker[8:], rep.Sent)
+	for _, d := range markerDelays {
+		time.Sleep(d)
+		if _, err := unix.Write(fd, marker[:]); err == nil {
+			rep.Markers++
 		}
 	}
-	if err := unix.SetsockoptInet4Addr(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, loopback); err != nil {
-		return fmt.Errorf("setsockopt IP_MULTICAST_IF: %w", err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: loopback}); err != nil {
-		return fmt.Errorf("bind: %w", err)
-	}
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: group.As4(), Port: rf.port}); err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
+	return json.NewEncoder(stdout).Encode(&rep)
+}
 
-	hdrs, bufs := mmsgs(*batch, rf.size)
-	var rep sendReport
+// sendBatches sends count numbered datagrams of size bytes on fd, batch per
+// sendmmsg call, counting them, the calls and the retries in rep.
+func sendBatches(fd, batch, size int, count uint64, rep *sendReport) error {
+	hdrs, bufs := mmsgs(batch, size)
 	var stalled time.Time // start of a run of calls that sent nothing
 	rep.StartNs = time.Now().UnixNano()
-	for rep.Sent < *count {
-		n := int(min(uint64(*batch), *count-rep.Sent))
+	for rep.Sent < count {
+		n := int(min(uint64(batch), count-rep.Sent))
 		// Number the datagrams, as a real sender writes a header into
 		// each; the receiver does not check the order.
 		for i := 0; i < n; i++ {
@@ -238,20 +236,10 @@ func rawSend(args []string, stdout io.Writer) error {
 			}
 		}
 		rep.Sent += uint64(n)
-		rep.Bytes += uint64(n * rf.size)
+		rep.Bytes += uint64(n * size)
 	}
 	rep.EndNs = time.Now().UnixNano()
-
-	var marker [endLen]byte
-	binary.BigEndian.PutUint64(marker[0:], endMagic)
-	binary.BigEndian.PutUint64(marker[8:], rep.Sent)
-	for _, d := range markerDelays {
-		time.Sleep(d)
-		if _, err := unix.Write(fd, marker[:]); err == nil {
-			rep.Markers++
-		}
-	}
-	return json.NewEncoder(stdout).Encode(&rep)
+	return nil
 }
 
 // rawRecv is the raw-recv role: it joins the group, says "ready" on stderr,
