@@ -203,7 +203,7 @@ func rawSend(args []string, stdout io.Writer) error {
 // sendmmsg call, counting them, the calls and the retries in rep.
 func sendBatches(fd, batch, size int, count uint64, rep *sendReport) error {
 	hdrs, bufs := mmsgs(batch, size)
-	var stalled time.Time // start of a run of calls that sent nothing
+	var stall sendStall
 	rep.StartNs = time.Now().UnixNano()
 	for rep.Sent < count {
 		n := int(min(uint64(batch), count-rep.Sent))
@@ -216,21 +216,14 @@ func sendBatches(fd, batch, size int, count uint64, rep *sendReport) error {
 			m, errno := sendmmsg(fd, hdrs[off:n])
 			rep.Syscalls++
 			if errno != 0 {
-				if errno != unix.EAGAIN && errno != unix.ENOBUFS && errno != unix.EINTR {
-					return fmt.Errorf("sendmmsg: %w", errno)
-				}
-				// Transient, as tickcast's sender treats them: retry,
-				// giving up after a second without progress.
-				if stalled.IsZero() {
-					stalled = time.Now()
-				} else if time.Since(stalled) > time.Second {
-					return fmt.Errorf("sendmmsg: %w for over a second", errno)
+				if err := stall.failed("sendmmsg", errno); err != nil {
+					return err
 				}
 				rep.Retries++
 				runtime.Gosched()
 				continue
 			}
-			stalled = time.Time{}
+			stall.reset()
 			if off += m; off < n {
 				rep.Retries++
 			}
@@ -241,6 +234,30 @@ func sendBatches(fd, batch, size int, count uint64, rep *sendReport) error {
 	rep.EndNs = time.Now().UnixNano()
 	return nil
 }
+
+// sendStall applies tickcast's sender's policy to a failed send:
+// EAGAIN, ENOBUFS and EINTR are transient and the send is retried, until
+// sends have failed for over a second in a row.
+type sendStall struct {
+	since time.Time // start of a run of calls that sent nothing
+}
+
+// failed returns nil when the send that failed with err may be retried,
+// and otherwise the error (named for op) that ends the sending.
+func (s *sendStall) failed(op string, err error) error {
+	if err != unix.EAGAIN && err != unix.ENOBUFS && err != unix.EINTR {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if s.since.IsZero() {
+		s.since = time.Now()
+	} else if time.Since(s.since) > time.Second {
+		return fmt.Errorf("%s: %w for over a second", op, err)
+	}
+	return nil
+}
+
+// reset ends a run of failed sends: a send went through.
+func (s *sendStall) reset() { s.since = time.Time{} }
 
 // rawRecv is the raw-recv role: it joins the group, says "ready" on stderr,
 // and receives with recvmmsg in batches of 32 until the end marker arrives,
