@@ -176,72 +176,17 @@ func rawSend(args []string, stdout io.Writer) error {
 	if *batch < 1 || *batch > 1024 {
 		return fmt.Errorf("--batch %d: want 1..1024", *batch)
 	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	// The same sender settings as tickcast's (see senderSocket). The send
+	// buffer keeps its default, as tickcast's does.
+	fd, err := senderSocket(group.As4(), rf.port)
 	if err != nil {
-		return fmt.Errorf("socket: %w", err)
+		return err
 	}
 	defer unix.Close(fd)
-	// The same sender settings as tickcast's: loopback interface, TTL 0
-	// (the looped-back copy is delivered, nothing leaves the host), loop
-	// on, bound to 127.0.0.1 and connected to the group. The send buffer
-	// keeps its default, as tickcast's does.
-	for _, o := range []struct {
-		name     string
-		opt, val int
-	}{{"IP_MULTICAST_TTL", unix.IP_MULTICAST_TTL, 0}, {"IP_MULTICAST_LOOP", unix.IP_MULTICAST_LOOP, 1}} {
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, o.opt, o.val); err != nil {
-			return fmt.Errorf("setsockopt %s: %w", o.name, err)
-		}
-	}
-	if err := unix.SetsockoptInet4Addr(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, loopback); err != nil {
-		return fmt.Errorf("setsockopt IP_MULTICAST_IF: %w", err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: loopback}); err != nil {
-		return fmt.Errorf("bind: %w", err)
-	}
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: group.As4(), Port: rf.port}); err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-
-	hdrs, bufs := mmsgs(*batch, rf.size)
 	var rep sendReport
-	var stalled time.Time // start of a run of calls that sent nothing
-	rep.StartNs = time.Now().UnixNano()
-	for rep.Sent < *count {
-		n := int(min(uint64(*batch), *count-rep.Sent))
-		// Number the datagrams, as a real sender writes a header into
-		// each; the receiver does not check the order.
-		for i := 0; i < n; i++ {
-			binary.BigEndian.PutUint64(bufs[i], rep.Sent+uint64(i))
-		}
-		for off := 0; off < n; {
-			m, errno := sendmmsg(fd, hdrs[off:n])
-			rep.Syscalls++
-			if errno != 0 {
-				if errno != unix.EAGAIN && errno != unix.ENOBUFS && errno != unix.EINTR {
-					return fmt.Errorf("sendmmsg: %w", errno)
-				}
-				// Transient, as tickcast's sender treats them: retry,
-				// giving up after a second without progress.
-				if stalled.IsZero() {
-					stalled = time.Now()
-				} else if time.Since(stalled) > time.Second {
-					return fmt.Errorf("sendmmsg: %w for over a second", errno)
-				}
-				rep.Retries++
-				runtime.Gosched()
-				continue
-			}
-			stalled = time.Time{}
-			if off += m; off < n {
-				rep.Retries++
-			}
-		}
-		rep.Sent += uint64(n)
-		rep.Bytes += uint64(n * rf.size)
+	if err := sendBatches(fd, *batch, rf.size, *count, &rep); err != nil {
+		return err
 	}
-	rep.EndNs = time.Now().UnixNano()
-
 	var marker [endLen]byte
 	binary.BigEndian.PutUint64(marker[0:], endMagic)
 	binary.BigEndian.PutUint64(marker[8:], rep.Sent)
@@ -253,6 +198,66 @@ func rawSend(args []string, stdout io.Writer) error {
 	}
 	return json.NewEncoder(stdout).Encode(&rep)
 }
+
+// sendBatches sends count numbered datagrams of size bytes on fd, batch per
+// sendmmsg call, counting them, the calls and the retries in rep.
+func sendBatches(fd, batch, size int, count uint64, rep *sendReport) error {
+	hdrs, bufs := mmsgs(batch, size)
+	var stall sendStall
+	rep.StartNs = time.Now().UnixNano()
+	for rep.Sent < count {
+		n := int(min(uint64(batch), count-rep.Sent))
+		// Number the datagrams, as a real sender writes a header into
+		// each; the receiver does not check the order.
+		for i := 0; i < n; i++ {
+			binary.BigEndian.PutUint64(bufs[i], rep.Sent+uint64(i))
+		}
+		for off := 0; off < n; {
+			m, errno := sendmmsg(fd, hdrs[off:n])
+			rep.Syscalls++
+			if errno != 0 {
+				if err := stall.failed("sendmmsg", errno); err != nil {
+					return err
+				}
+				rep.Retries++
+				runtime.Gosched()
+				continue
+			}
+			stall.reset()
+			if off += m; off < n {
+				rep.Retries++
+			}
+		}
+		rep.Sent += uint64(n)
+		rep.Bytes += uint64(n * size)
+	}
+	rep.EndNs = time.Now().UnixNano()
+	return nil
+}
+
+// sendStall applies tickcast's sender's policy to a failed send:
+// EAGAIN, ENOBUFS and EINTR are transient and the send is retried, until
+// sends have failed for over a second in a row.
+type sendStall struct {
+	since time.Time // start of a run of calls that sent nothing
+}
+
+// failed returns nil when the send that failed with err may be retried,
+// and otherwise the error (named for op) that ends the sending.
+func (s *sendStall) failed(op string, err error) error {
+	if err != unix.EAGAIN && err != unix.ENOBUFS && err != unix.EINTR {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if s.since.IsZero() {
+		s.since = time.Now()
+	} else if time.Since(s.since) > time.Second {
+		return fmt.Errorf("%s: %w for over a second", op, err)
+	}
+	return nil
+}
+
+// reset ends a run of failed sends: a send went through.
+func (s *sendStall) reset() { s.since = time.Time{} }
 
 // rawRecv is the raw-recv role: it joins the group, says "ready" on stderr,
 // and receives with recvmmsg in batches of 32 until the end marker arrives,

@@ -6,6 +6,7 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/netip"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/tickcast/tickcast/internal/hgrm"
 )
 
 // latMaxNs is the largest latency the histograms tell apart; longer ones are
@@ -75,21 +78,15 @@ func readStamp(b []byte) (ns int64, end bool, announced uint64) {
 	return int64(binary.LittleEndian.Uint64(b[8:])), false, 0
 }
 
-// writeHgrm writes h (ns) to path as an HdrHistogram percentile
-// distribution in µs, the .hgrm text format HdrHistogram's plotters read.
-func writeHgrm(path string, h *hdrhistogram.Histogram) error {
-	if path == "" {
-		return nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
+// printLatReport finishes a receiver's or pinger's run: it puts hist's
+// percentiles into *stats (rep's), writes hist to the .hgrm file at path
+// (none when path is empty) and prints rep as the role's JSON line.
+func printLatReport(stdout io.Writer, rep any, stats *latStats, hist *hdrhistogram.Histogram, path string) error {
+	*stats = statsOf(hist)
+	if err := hgrm.Write(path, hist); err != nil {
 		return err
 	}
-	if _, err := h.PercentilesPrint(f, 5, 1e3); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
+	return json.NewEncoder(stdout).Encode(rep)
 }
 
 // hgrmPoint is one line of a .hgrm file.

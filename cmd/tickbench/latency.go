@@ -217,23 +217,16 @@ func runFloorLat(ctx context.Context, env latEnv, mode string, a runArgs) latRun
 		}
 		common := []string{"--group", group.String(), "--port", strconv.Itoa(port), "--size", strconv.Itoa(env.size),
 			"--channels", strconv.Itoa(a.channels)}
-		recv, err := startProc(ctx, "lat-recv", env.timeout, env.exe, append([]string{"--role", "lat-recv", "--mode", mode,
-			"--expect", strconv.FormatUint(a.count, 10), "--hgrm", r.Hgrm}, common...), "lat-recv: ready")
+		recv, err := startReady(ctx, "lat-recv", env.timeout, env.exe, append([]string{"--role", "lat-recv", "--mode", mode,
+			"--expect", strconv.FormatUint(a.count, 10), "--hgrm", r.Hgrm}, common...), "lat-recv: ready", 5*time.Second)
 		if err != nil {
 			return err
 		}
 		defer recv.kill()
-		if err := recv.waitReady(5 * time.Second); err != nil {
-			return err
-		}
-		send, err := startProc(ctx, "lat-send", env.timeout, env.exe, append([]string{"--role", "lat-send",
-			"--rate", fmtRate(a.rate), "--count", strconv.FormatUint(a.count, 10)}, common...), "")
-		if err != nil {
-			return err
-		}
-		defer send.kill()
 		var sr latSendReport
-		if _, err := send.summary(&sr); err != nil {
+		send, _, err := runToEnd(ctx, "lat-send", env.timeout, env.exe, append([]string{"--role", "lat-send",
+			"--rate", fmtRate(a.rate), "--count", strconv.FormatUint(a.count, 10)}, common...), &sr)
+		if err != nil {
 			return err
 		}
 		var rr latRecvReport
@@ -288,25 +281,18 @@ func runNATSLat(ctx context.Context, env latEnv, a runArgs) latRun {
 			return err
 		}
 		defer srv.kill()
-		sub, err := startProc(ctx, "nats-sub", env.timeout, env.exe, []string{"--role", "nats-sub", "--url", url,
+		sub, err := startReady(ctx, "nats-sub", env.timeout, env.exe, []string{"--role", "nats-sub", "--url", url,
 			"--subject", "tickbench.lat.*", "--size", strconv.Itoa(env.size), "--expect", strconv.FormatUint(a.count, 10),
-			"--hgrm", r.Hgrm}, "nats-sub: ready")
+			"--hgrm", r.Hgrm}, "nats-sub: ready", 10*time.Second)
 		if err != nil {
 			return err
 		}
 		defer sub.kill()
-		if err := sub.waitReady(10 * time.Second); err != nil {
-			return err
-		}
-		pub, err := startProc(ctx, "nats-pub", env.timeout, env.exe, []string{"--role", "nats-pub", "--url", url,
-			"--subject", "tickbench.lat", "--channels", strconv.Itoa(a.channels), "--size", strconv.Itoa(env.size),
-			"--rate", fmtRate(a.rate), "--count", strconv.FormatUint(a.count, 10)}, "")
-		if err != nil {
-			return err
-		}
-		defer pub.kill()
 		var sr latSendReport
-		if _, err := pub.summary(&sr); err != nil {
+		pub, _, err := runToEnd(ctx, "nats-pub", env.timeout, env.exe, []string{"--role", "nats-pub", "--url", url,
+			"--subject", "tickbench.lat", "--channels", strconv.Itoa(a.channels), "--size", strconv.Itoa(env.size),
+			"--rate", fmtRate(a.rate), "--count", strconv.FormatUint(a.count, 10)}, &sr)
+		if err != nil {
 			return err
 		}
 		var rr latRecvReport
@@ -371,21 +357,14 @@ func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) lat
 			return err
 		}
 		subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), mode, a.channels, a.rate, a.count, r.Hgrm)
-		sub, err := startProc(ctx, "subscriber", env.timeout, []string{env.subscriber}, subArgs, `"message":"subscribed"`)
+		sub, err := startReady(ctx, "subscriber", env.timeout, []string{env.subscriber}, subArgs, `"message":"subscribed"`, 10*time.Second)
 		if err != nil {
 			return err
 		}
 		defer sub.kill()
-		if err := sub.waitReady(10 * time.Second); err != nil {
-			return err
-		}
-		fh, err := startProc(ctx, "feedhandler", env.timeout, []string{env.feedhandler}, fhArgs, "")
-		if err != nil {
-			return err
-		}
-		defer fh.kill()
 		var fs fhSummary
-		if _, err := fh.summary(&fs); err != nil {
+		fh, _, err := runToEnd(ctx, "feedhandler", env.timeout, []string{env.feedhandler}, fhArgs, &fs)
+		if err != nil {
 			return err
 		}
 		var ss subLatSummary
@@ -433,115 +412,21 @@ func runLatency(ctx context.Context, s latSettings, progress io.Writer) (*latRes
 	}
 	defer os.RemoveAll(dir)
 	res := newLatResult(s)
-	res.Modes, res.Notes, err = detectModes(ctx, subBin, s.modes)
+	env, err := setupLatency(ctx, s, res, exe, fhBin, subBin, progress)
 	if err != nil {
 		return nil, err
 	}
-	for _, n := range res.Notes {
-		fmt.Fprintf(progress, "tickbench: note: %s\n", n)
-	}
-	msgBytes, err := meanMsgBytes(1, 200_000)
-	if err != nil {
-		return nil, err
-	}
-	// One message per packet at these rates: the MoldUDP64 header and one
-	// block of the feed's mean message.
-	res.Size = int(math.Round(20 + msgBytes))
-	if s.outdir != "" {
-		if err := os.MkdirAll(filepath.Join(s.outdir, "hgrm"), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	env := latEnv{exe: []string{exe}, feedhandler: fhBin, subscriber: subBin, prefix: tickcastPrefix, size: res.Size, outdir: s.outdir, timeout: s.timeout}
-	var baseModes []string
-	baseEnv := env
+	baseEnv, baseModes := env, []string(nil)
 	if s.baseline != "" {
-		fmt.Fprintf(progress, "tickbench: building feedhandler and subscriber at %s (baseline)\n", s.baseline)
-		bdir := filepath.Join(dir, "baseline")
-		if baseEnv.feedhandler, baseEnv.subscriber, err = buildAt(ctx, s.baseline, bdir); err != nil {
+		if baseEnv, baseModes, err = setupBaseline(ctx, s, env, dir, progress); err != nil {
 			return nil, err
-		}
-		baseEnv.prefix = baselinePrefix
-		var notes []string
-		if baseModes, notes, err = detectModes(ctx, baseEnv.subscriber, s.modes); err != nil {
-			return nil, err
-		}
-		for _, n := range notes {
-			fmt.Fprintf(progress, "tickbench: note: baseline: %s\n", n)
 		}
 		res.Baseline = s.baseline
 	}
-
-	type job struct {
-		name string
-		run  func(a runArgs) latRun
-	}
-	var peers []job
-	for _, m := range []string{"blocking", "busy-poll"} {
-		peers = append(peers, job{"floor " + m, func(a runArgs) latRun { return runFloorLat(ctx, env, m, a) }})
-	}
-	for _, m := range res.Modes {
-		peers = append(peers, job{"tickcast " + m, func(a runArgs) latRun { return runTickcastLat(ctx, env, m, a) }})
-	}
-	for _, m := range baseModes {
-		peers = append(peers, job{"baseline " + m, func(a runArgs) latRun { return runTickcastLat(ctx, baseEnv, m, a) }})
-	}
-	peers = append(peers, job{"nats", func(a runArgs) latRun { return runNATSLat(ctx, env, a) }})
-
+	peers := latPeers(ctx, env, res.Modes, baseEnv, baseModes)
 	for round := 1; round <= s.rounds; round++ {
-		for _, ch := range s.channels {
-			for _, rate := range s.rates {
-				fmt.Fprintf(progress, "tickbench: round %d/%d, %d channel(s), %s msg/s:", round, s.rounds, ch, rateName(rate))
-				a := runArgs{round: round, channels: ch, rate: rate, count: s.countFor(rate, false)}
-				// The order of the peers turns each round, so that none is
-				// always first after a pause or last in a busy stretch.
-				for i := range peers {
-					p := peers[(i+round-1)%len(peers)]
-					if ctx.Err() != nil {
-						return nil, ctx.Err()
-					}
-					r := p.run(a)
-					fmt.Fprintf(progress, " %s", shortRun(r))
-					res.Runs = append(res.Runs, r)
-				}
-				fmt.Fprintln(progress)
-			}
-			if len(s.searchRates) > 0 {
-				fmt.Fprintf(progress, "tickbench: round %d/%d, %d channel(s), floor rate search:", round, s.rounds, ch)
-				for _, rate := range s.searchRates {
-					a := runArgs{round: round, channels: ch, rate: rate, count: s.countFor(rate, true), probe: true}
-					for _, p := range peers[:2] {
-						if ctx.Err() != nil {
-							return nil, ctx.Err()
-						}
-						r := p.run(a)
-						fmt.Fprintf(progress, " %s@%s %s", r.Peer, rateName(rate), shortRun(r))
-						res.Runs = append(res.Runs, r)
-					}
-				}
-				fmt.Fprintln(progress)
-			}
-		}
-		if s.pingpong {
-			fmt.Fprintf(progress, "tickbench: round %d/%d, ping-pong:", round, s.rounds)
-			for _, pr := range runPingPong(ctx, env, s, round) {
-				fmt.Fprintf(progress, " %s p50 %.1f µs", pr.Transport, pr.RTT.P50Us)
-				if pr.Err != "" {
-					fmt.Fprintf(progress, " (error)")
-				}
-				res.PingPong = append(res.PingPong, pr)
-			}
-			fmt.Fprintln(progress)
-		}
-		if s.fanout {
-			fmt.Fprintf(progress, "tickbench: round %d/%d, fan-out:", round, s.rounds)
-			for _, k := range s.fanSubs {
-				for _, fr := range runFanout(ctx, env, s, round, k) {
-					fmt.Fprintf(progress, " %s×%d %s/s", fr.Peer, fr.Subs, thousands(fr.PerSubMedian))
-					res.Fanout = append(res.Fanout, fr)
-				}
-			}
-			fmt.Fprintln(progress)
+		if err := runLatRound(ctx, s, env, peers, round, res, progress); err != nil {
+			return nil, err
 		}
 	}
 	res.summarize()
@@ -553,6 +438,153 @@ func runLatency(ctx context.Context, s latSettings, progress io.Writer) (*latRes
 		res.Plots = plots
 	}
 	return res, nil
+}
+
+// setupLatency finds the subscriber's receive modes and the payload size
+// into res, makes the histogram directory, and returns what every run
+// needs.
+func setupLatency(ctx context.Context, s latSettings, res *latResult, exe, fhBin, subBin string, progress io.Writer) (latEnv, error) {
+	var err error
+	res.Modes, res.Notes, err = detectModes(ctx, subBin, s.modes)
+	if err != nil {
+		return latEnv{}, err
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(progress, "tickbench: note: %s\n", n)
+	}
+	msgBytes, err := meanMsgBytes(1, 200_000)
+	if err != nil {
+		return latEnv{}, err
+	}
+	// One message per packet at these rates: the MoldUDP64 header and one
+	// block of the feed's mean message.
+	res.Size = int(math.Round(20 + msgBytes))
+	if s.outdir != "" {
+		if err := os.MkdirAll(filepath.Join(s.outdir, "hgrm"), 0o755); err != nil {
+			return latEnv{}, err
+		}
+	}
+	return latEnv{exe: []string{exe}, feedhandler: fhBin, subscriber: subBin, prefix: tickcastPrefix, size: res.Size, outdir: s.outdir, timeout: s.timeout}, nil
+}
+
+// setupBaseline builds the feed handler and subscriber at the --baseline
+// revision in dir and returns their environment and receive modes.
+func setupBaseline(ctx context.Context, s latSettings, env latEnv, dir string, progress io.Writer) (latEnv, []string, error) {
+	fmt.Fprintf(progress, "tickbench: building feedhandler and subscriber at %s (baseline)\n", s.baseline)
+	var err error
+	baseEnv := env
+	if baseEnv.feedhandler, baseEnv.subscriber, err = buildAt(ctx, s.baseline, filepath.Join(dir, "baseline")); err != nil {
+		return latEnv{}, nil, err
+	}
+	baseEnv.prefix = baselinePrefix
+	modes, notes, err := detectModes(ctx, baseEnv.subscriber, s.modes)
+	if err != nil {
+		return latEnv{}, nil, err
+	}
+	for _, n := range notes {
+		fmt.Fprintf(progress, "tickbench: note: baseline: %s\n", n)
+	}
+	return baseEnv, modes, nil
+}
+
+// latPeer is one peer of the latency mode and how to run it.
+type latPeer struct {
+	name string
+	run  func(a runArgs) latRun
+}
+
+// latPeers returns the peers in their first round's order: the two floors
+// (first, as the rate search runs those), tickcast in each mode, the
+// baseline in each of its modes, NATS.
+func latPeers(ctx context.Context, env latEnv, modes []string, baseEnv latEnv, baseModes []string) []latPeer {
+	var peers []latPeer
+	for _, m := range []string{"blocking", "busy-poll"} {
+		peers = append(peers, latPeer{"floor " + m, func(a runArgs) latRun { return runFloorLat(ctx, env, m, a) }})
+	}
+	for _, m := range modes {
+		peers = append(peers, latPeer{"tickcast " + m, func(a runArgs) latRun { return runTickcastLat(ctx, env, m, a) }})
+	}
+	for _, m := range baseModes {
+		peers = append(peers, latPeer{"baseline " + m, func(a runArgs) latRun { return runTickcastLat(ctx, baseEnv, m, a) }})
+	}
+	return append(peers, latPeer{"nats", func(a runArgs) latRun { return runNATSLat(ctx, env, a) }})
+}
+
+// runLatRound runs one round: every peer at every rate on each channel
+// count, the floors' rate search, the ping-pongs and the fan-out ramp.
+func runLatRound(ctx context.Context, s latSettings, env latEnv, peers []latPeer, round int, res *latResult, progress io.Writer) error {
+	for _, ch := range s.channels {
+		if err := runLatRates(ctx, s, peers, round, ch, res, progress); err != nil {
+			return err
+		}
+		if len(s.searchRates) > 0 {
+			if err := runRateSearch(ctx, s, peers[:2], round, ch, res, progress); err != nil {
+				return err
+			}
+		}
+	}
+	if s.pingpong {
+		fmt.Fprintf(progress, "tickbench: round %d/%d, ping-pong:", round, s.rounds)
+		for _, pr := range runPingPong(ctx, env, s, round) {
+			fmt.Fprintf(progress, " %s p50 %.1f µs", pr.Transport, pr.RTT.P50Us)
+			if pr.Err != "" {
+				fmt.Fprintf(progress, " (error)")
+			}
+			res.PingPong = append(res.PingPong, pr)
+		}
+		fmt.Fprintln(progress)
+	}
+	if s.fanout {
+		fmt.Fprintf(progress, "tickbench: round %d/%d, fan-out:", round, s.rounds)
+		for _, k := range s.fanSubs {
+			for _, fr := range runFanout(ctx, env, s, round, k) {
+				fmt.Fprintf(progress, " %s×%d %s/s", fr.Peer, fr.Subs, thousands(fr.PerSubMedian))
+				res.Fanout = append(res.Fanout, fr)
+			}
+		}
+		fmt.Fprintln(progress)
+	}
+	return nil
+}
+
+// runLatRates runs every peer at every paced rate on ch channels.
+func runLatRates(ctx context.Context, s latSettings, peers []latPeer, round, ch int, res *latResult, progress io.Writer) error {
+	for _, rate := range s.rates {
+		fmt.Fprintf(progress, "tickbench: round %d/%d, %d channel(s), %s msg/s:", round, s.rounds, ch, rateName(rate))
+		a := runArgs{round: round, channels: ch, rate: rate, count: s.countFor(rate, false)}
+		// The order of the peers turns each round, so that none is
+		// always first after a pause or last in a busy stretch.
+		for i := range peers {
+			p := peers[(i+round-1)%len(peers)]
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r := p.run(a)
+			fmt.Fprintf(progress, " %s", shortRun(r))
+			res.Runs = append(res.Runs, r)
+		}
+		fmt.Fprintln(progress)
+	}
+	return nil
+}
+
+// runRateSearch runs the floors at each rate of the search on ch channels,
+// for the highest rate at which they hold probeLimitUs.
+func runRateSearch(ctx context.Context, s latSettings, floors []latPeer, round, ch int, res *latResult, progress io.Writer) error {
+	fmt.Fprintf(progress, "tickbench: round %d/%d, %d channel(s), floor rate search:", round, s.rounds, ch)
+	for _, rate := range s.searchRates {
+		a := runArgs{round: round, channels: ch, rate: rate, count: s.countFor(rate, true), probe: true}
+		for _, p := range floors {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r := p.run(a)
+			fmt.Fprintf(progress, " %s@%s %s", r.Peer, rateName(rate), shortRun(r))
+			res.Runs = append(res.Runs, r)
+		}
+	}
+	fmt.Fprintln(progress)
+	return nil
 }
 
 // shortRun is a run's progress mark: its p50 or that it failed.

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/tickcast/tickcast/internal/hgrm"
 )
 
 // TestHgrmRoundTrip writes a histogram as .hgrm and parses it back.
@@ -19,7 +21,7 @@ func TestHgrmRoundTrip(t *testing.T) {
 		recordLat(h, i*1000) // 1..1000 µs
 	}
 	path := filepath.Join(t.TempDir(), "x.hgrm")
-	if err := writeHgrm(path, h); err != nil {
+	if err := hgrm.Write(path, h); err != nil {
 		t.Fatal(err)
 	}
 	pts, err := readHgrm(path)
@@ -326,7 +328,7 @@ func TestWritePlots(t *testing.T) {
 	h := newLatHist()
 	recordLat(h, 20_000)
 	path := filepath.Join(dir, "a.hgrm")
-	if err := writeHgrm(path, h); err != nil {
+	if err := hgrm.Write(path, h); err != nil {
 		t.Fatal(err)
 	}
 	r := &latResult{Channels: []int{1}, Rates: []float64{10000}}

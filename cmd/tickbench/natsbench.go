@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/nats-io/nats.go"
 
 	"github.com/tickcast/tickcast/internal/natsconn"
@@ -160,37 +161,8 @@ func natsSub(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer nc.Close()
-	var (
-		mu   sync.Mutex
-		rep  latRecvReport
-		last time.Time
-	)
-	hist := newLatHist()
-	done := make(chan struct{})
-	var once sync.Once
-	sub, err := nc.Subscribe(f.subject, func(m *nats.Msg) {
-		now := time.Now()
-		ns, end, announced := readStamp(m.Data)
-		mu.Lock()
-		defer mu.Unlock()
-		if end {
-			rep.Ended++
-			rep.Announced += announced
-			if rep.Ended >= f.chans {
-				once.Do(func() { close(done) })
-			}
-			return
-		}
-		recordLat(hist, now.UnixNano()-ns)
-		if rep.Received == 0 {
-			rep.FirstNs = now.UnixNano()
-		}
-		rep.Received++
-		rep.LastNs, last = now.UnixNano(), now
-		if *expect > 0 && rep.Received >= *expect {
-			once.Do(func() { close(done) })
-		}
-	})
+	r := &natsReceiver{hist: newLatHist(), expect: *expect, chans: f.chans, done: make(chan struct{})}
+	sub, err := nc.Subscribe(f.subject, r.receive)
 	if err != nil {
 		return err
 	}
@@ -202,37 +174,80 @@ func natsSub(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("flush: %w", err)
 	}
 	fmt.Fprintln(stderr, "tickbench nats-sub: ready")
+	reason := r.wait(*idle, *startWait)
+	_ = sub.Unsubscribe()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if reason == "expect" && r.rep.Ended > 0 && (*expect == 0 || r.rep.Received < *expect) {
+		reason = "end-marker"
+	}
+	r.rep.Reason = reason
+	return printLatReport(stdout, &r.rep, &r.rep.latStats, r.hist, *hgrm)
+}
+
+// natsReceiver is nats-sub's state, shared by the NATS client's callback
+// and the role's wait for the end.
+type natsReceiver struct {
+	hist   *hdrhistogram.Histogram
+	expect uint64        // messages to stop at (0: at the end markers)
+	chans  int           // end markers to stop at
+	done   chan struct{} // closed once, at expect messages or chans end markers
+	once   sync.Once
+
+	mu   sync.Mutex
+	rep  latRecvReport
+	last time.Time // when the last data message arrived
+}
+
+// receive is the subscription's callback: it records a message's latency
+// or counts an end marker.
+func (r *natsReceiver) receive(m *nats.Msg) {
+	now := time.Now()
+	ns, end, announced := readStamp(m.Data)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if end {
+		r.rep.Ended++
+		r.rep.Announced += announced
+		if r.rep.Ended >= r.chans {
+			r.once.Do(func() { close(r.done) })
+		}
+		return
+	}
+	recordLat(r.hist, now.UnixNano()-ns)
+	if r.rep.Received == 0 {
+		r.rep.FirstNs = now.UnixNano()
+	}
+	r.rep.Received++
+	r.rep.LastNs, r.last = now.UnixNano(), now
+	if r.expect > 0 && r.rep.Received >= r.expect {
+		r.once.Do(func() { close(r.done) })
+	}
+}
+
+// wait returns why the receiving ended: "expect" when done was closed,
+// "no-data" when nothing came within startWait, "idle-timeout" when
+// nothing more came for idle.
+func (r *natsReceiver) wait(idle, startWait time.Duration) string {
 	begin := time.Now()
 	tick := time.NewTicker(rcvTimeout)
 	defer tick.Stop()
-	reason := ""
-	for reason == "" {
+	for {
 		select {
-		case <-done:
-			reason = "expect"
+		case <-r.done:
+			return "expect"
 		case <-tick.C:
-			mu.Lock()
+			r.mu.Lock()
+			received, last := r.rep.Received, r.last
+			r.mu.Unlock()
 			switch {
-			case rep.Received == 0 && time.Since(begin) > *startWait:
-				reason = "no-data"
-			case rep.Received > 0 && time.Since(last) > *idle:
-				reason = "idle-timeout"
+			case received == 0 && time.Since(begin) > startWait:
+				return "no-data"
+			case received > 0 && time.Since(last) > idle:
+				return "idle-timeout"
 			}
-			mu.Unlock()
 		}
 	}
-	_ = sub.Unsubscribe()
-	mu.Lock()
-	defer mu.Unlock()
-	if reason == "expect" && rep.Ended > 0 && (*expect == 0 || rep.Received < *expect) {
-		reason = "end-marker"
-	}
-	rep.Reason = reason
-	rep.latStats = statsOf(hist)
-	if err := writeHgrm(*hgrm, hist); err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(&rep)
 }
 
 // natsEcho is the nats-echo role: it answers every request on --subject
@@ -309,9 +324,5 @@ func natsPing(args []string, stdout io.Writer) error {
 		recordLat(hist, monoNs()-t0)
 		rep.Pongs++
 	}
-	rep.latStats = statsOf(hist)
-	if err := writeHgrm(*hgrm, hist); err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(&rep)
+	return printLatReport(stdout, &rep, &rep.latStats, hist, *hgrm)
 }

@@ -140,11 +140,7 @@ func udpPing(args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	rep.latStats = statsOf(hist)
-	if err := writeHgrm(*hgrm, hist); err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(&rep)
+	return printLatReport(stdout, &rep, &rep.latStats, hist, *hgrm)
 }
 
 // tcFlags parses the flags of the tickcast ping-pong roles.
@@ -335,9 +331,5 @@ func tcPing(args []string, stdout io.Writer) error {
 		recordLat(hist, monoNs()-t0)
 		rep.Pongs++
 	}
-	rep.latStats = statsOf(hist)
-	if err := writeHgrm(*hgrm, hist); err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(&rep)
+	return printLatReport(stdout, &rep, &rep.latStats, hist, *hgrm)
 }

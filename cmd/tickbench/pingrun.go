@@ -42,17 +42,12 @@ func halve(s latStats) latStats {
 
 // runPingPong runs every transport's ping-pong once.
 func runPingPong(ctx context.Context, env latEnv, s latSettings, round int) []ppRun {
-	hgrm := func(t string) string {
-		if env.outdir == "" {
-			return ""
-		}
-		return fmt.Sprintf("%s/hgrm/pingpong_%s_round%d.hgrm", env.outdir, t, round)
-	}
-	n := strconv.FormatUint(s.ppCount, 10)
-	size := strconv.Itoa(env.size)
 	var out []ppRun
 	one := func(t string, f func(r *ppRun) error) {
-		r := ppRun{Round: round, Transport: t, Hgrm: hgrm(t)}
+		r := ppRun{Round: round, Transport: t}
+		if env.outdir != "" {
+			r.Hgrm = fmt.Sprintf("%s/hgrm/pingpong_%s_round%d.hgrm", env.outdir, t, round)
+		}
 		if err := f(&r); err != nil {
 			r.Err = err.Error()
 		}
@@ -61,98 +56,97 @@ func runPingPong(ctx context.Context, env latEnv, s latSettings, round int) []pp
 		}
 		out = append(out, r)
 	}
-	ping := func(r *ppRun, p *proc) error {
-		var rep pingReport
-		if _, err := p.summary(&rep); err != nil {
-			return err
-		}
-		r.Pings, r.Pongs, r.RTT = rep.Pings, rep.Pongs, rep.latStats
-		return nil
-	}
-	life := []string{"--max-life", env.timeout.String()}
-	one(ppUDP, func(r *ppRun) error {
-		echo, err := startProc(ctx, "udp-echo", env.timeout, env.exe, append([]string{"--role", "udp-echo"}, life...), udpEchoReadyMark)
-		if err != nil {
-			return err
-		}
-		defer stopServer(echo)
-		if err := echo.waitReady(5 * time.Second); err != nil {
-			return err
-		}
-		p, err := startProc(ctx, "udp-ping", env.timeout, env.exe, []string{"--role", "udp-ping", "--port", echo.readyText(udpEchoReadyMark),
-			"--size", size, "--count", n, "--hgrm", r.Hgrm}, "")
-		if err != nil {
-			return err
-		}
-		defer p.kill()
-		return ping(r, p)
-	})
+	n := strconv.FormatUint(s.ppCount, 10)
+	one(ppUDP, func(r *ppRun) error { return pingUDP(ctx, env, n, r) })
 	// tickcast in its blocking-class modes: the spinning ones would put
 	// two spinning threads (echo and ping) on this host's cores.
 	for _, mode := range []string{"direct", "blocking"} {
-		one(ppTickcast+"-"+mode, func(r *ppRun) error {
-			group, port, err := freshGroup(77, 2)
-			if err != nil {
-				return err
-			}
-			there, back := fmt.Sprintf("%s:%d", group, port), fmt.Sprintf("%s:%d", channelGroup(group, 1), port)
-			echo, err := startProc(ctx, "tc-echo", env.timeout, env.exe, append([]string{"--role", "tc-echo", "--in", there, "--out", back, "--mode", mode}, life...),
-				"tc-echo: ready")
-			if err != nil {
-				return err
-			}
-			defer stopServer(echo)
-			if err := echo.waitReady(5 * time.Second); err != nil {
-				return err
-			}
-			p, err := startProc(ctx, "tc-ping", env.timeout, env.exe, append([]string{"--role", "tc-ping", "--in", back, "--out", there,
-				"--count", n, "--hgrm", r.Hgrm, "--mode", mode}, life...), "")
-			if err != nil {
-				return err
-			}
-			defer p.kill()
-			return ping(r, p)
-		})
+		one(ppTickcast+"-"+mode, func(r *ppRun) error { return pingTickcast(ctx, env, mode, n, r) })
 	}
-	one(ppNATS, func(r *ppRun) error {
-		srv, url, err := startNATSServer(ctx, env)
-		if err != nil {
-			return err
-		}
-		defer stopServer(srv)
-		echo, err := startProc(ctx, "nats-echo", env.timeout, env.exe, append([]string{"--role", "nats-echo", "--url", url,
-			"--subject", "tickbench.ping", "--size", size}, life...), "nats-echo: ready")
-		if err != nil {
-			return err
-		}
-		defer stopServer(echo)
-		if err := echo.waitReady(10 * time.Second); err != nil {
-			return err
-		}
-		p, err := startProc(ctx, "nats-ping", env.timeout, env.exe, []string{"--role", "nats-ping", "--url", url,
-			"--subject", "tickbench.ping", "--size", size, "--count", n, "--hgrm", r.Hgrm}, "")
-		if err != nil {
-			return err
-		}
-		defer p.kill()
-		return ping(r, p)
-	})
+	one(ppNATS, func(r *ppRun) error { return pingNATS(ctx, env, n, r) })
 	if s.sockperf != "" {
-		one(ppSockperf, func(r *ppRun) error {
-			r.Hgrm = ""
-			secs := max(1, min(10, int(s.ppCount/10000)))
-			half, err := runSockperf(ctx, s.sockperf, env.size, secs)
-			if err != nil {
-				return err
-			}
-			r.HalfRTT = half
-			r.RTT = latStats{Count: half.Count, P50Us: 2 * half.P50Us, P90Us: 2 * half.P90Us, P99Us: 2 * half.P99Us,
-				P999Us: 2 * half.P999Us, MaxUs: 2 * half.MaxUs}
-			r.Pings, r.Pongs = uint64(half.Count), uint64(half.Count)
-			return nil
-		})
+		one(ppSockperf, func(r *ppRun) error { return pingSockperf(ctx, s, env.size, r) })
 	}
 	return out
+}
+
+// maxLife is the --max-life argument of the echo roles: they end by
+// themselves should tickbench not stop them.
+func maxLife(env latEnv) []string { return []string{"--max-life", env.timeout.String()} }
+
+// runPinger runs a pinger role to its end and puts its report into r.
+func runPinger(ctx context.Context, env latEnv, name string, args []string, r *ppRun) error {
+	var rep pingReport
+	if _, _, err := runToEnd(ctx, name, env.timeout, env.exe, args, &rep); err != nil {
+		return err
+	}
+	r.Pings, r.Pongs, r.RTT = rep.Pings, rep.Pongs, rep.latStats
+	return nil
+}
+
+// pingUDP runs the plain UDP ping-pong: udp-ping against udp-echo.
+func pingUDP(ctx context.Context, env latEnv, n string, r *ppRun) error {
+	echo, err := startReady(ctx, "udp-echo", env.timeout, env.exe, append([]string{"--role", "udp-echo"}, maxLife(env)...),
+		udpEchoReadyMark, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer stopServer(echo)
+	return runPinger(ctx, env, "udp-ping", []string{"--role", "udp-ping", "--port", echo.readyText(udpEchoReadyMark),
+		"--size", strconv.Itoa(env.size), "--count", n, "--hgrm", r.Hgrm}, r)
+}
+
+// pingTickcast runs tickcast's ping-pong in mode: tc-ping against tc-echo,
+// each way on a group of its own.
+func pingTickcast(ctx context.Context, env latEnv, mode, n string, r *ppRun) error {
+	group, port, err := freshGroup(77, 2)
+	if err != nil {
+		return err
+	}
+	there, back := fmt.Sprintf("%s:%d", group, port), fmt.Sprintf("%s:%d", channelGroup(group, 1), port)
+	echo, err := startReady(ctx, "tc-echo", env.timeout, env.exe, append([]string{"--role", "tc-echo", "--in", there, "--out", back, "--mode", mode}, maxLife(env)...),
+		"tc-echo: ready", 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer stopServer(echo)
+	return runPinger(ctx, env, "tc-ping", append([]string{"--role", "tc-ping", "--in", back, "--out", there,
+		"--count", n, "--hgrm", r.Hgrm, "--mode", mode}, maxLife(env)...), r)
+}
+
+// pingNATS runs NATS request/reply: nats-ping against nats-echo through a
+// nats-server.
+func pingNATS(ctx context.Context, env latEnv, n string, r *ppRun) error {
+	srv, url, err := startNATSServer(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer stopServer(srv)
+	size := strconv.Itoa(env.size)
+	echo, err := startReady(ctx, "nats-echo", env.timeout, env.exe, append([]string{"--role", "nats-echo", "--url", url,
+		"--subject", "tickbench.ping", "--size", size}, maxLife(env)...), "nats-echo: ready", 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer stopServer(echo)
+	return runPinger(ctx, env, "nats-ping", []string{"--role", "nats-ping", "--url", url,
+		"--subject", "tickbench.ping", "--size", size, "--count", n, "--hgrm", r.Hgrm}, r)
+}
+
+// pingSockperf runs sockperf's UDP ping-pong for about as many round trips
+// as the others make, up to 10 s. It writes no histogram.
+func pingSockperf(ctx context.Context, s latSettings, size int, r *ppRun) error {
+	r.Hgrm = ""
+	secs := max(1, min(10, int(s.ppCount/10000)))
+	half, err := runSockperf(ctx, s.sockperf, size, secs)
+	if err != nil {
+		return err
+	}
+	r.HalfRTT = half
+	r.RTT = latStats{Count: half.Count, P50Us: 2 * half.P50Us, P90Us: 2 * half.P90Us, P99Us: 2 * half.P99Us,
+		P999Us: 2 * half.P999Us, MaxUs: 2 * half.MaxUs}
+	r.Pings, r.Pongs = uint64(half.Count), uint64(half.Count)
+	return nil
 }
 
 // runSockperf runs sockperf's UDP ping-pong on 127.0.0.1 for secs seconds
@@ -263,8 +257,6 @@ func rateOver(n uint64, startNs, endNs int64) float64 {
 // subscribers each, the sender as fast as it can, one message per datagram
 // (floor, NATS) or per message (tickcast, which packs them).
 func runFanout(ctx context.Context, env latEnv, s latSettings, round, k int) []fanRun {
-	n := strconv.FormatUint(s.fanCount, 10)
-	size := strconv.Itoa(env.size)
 	var out []fanRun
 	one := func(peer string, f func(r *fanRun) error) {
 		r := fanRun{Round: round, Peer: peer, Subs: k}
@@ -274,127 +266,132 @@ func runFanout(ctx context.Context, env latEnv, s latSettings, round, k int) []f
 		r.finish()
 		out = append(out, r)
 	}
-	// collect reads the receivers' reports after the sender's.
-	collect := func(r *fanRun, subs []*proc, startNs int64) error {
-		for _, p := range subs {
-			var rr latRecvReport
-			if _, err := p.summary(&rr); err != nil {
-				return err
-			}
-			r.Received = append(r.Received, rr.Received)
-			r.PerSub = append(r.PerSub, rateOver(rr.Received, startNs, rr.LastNs))
-		}
-		return nil
-	}
-	startAll := func(name string, exe []string, args []string, mark string) ([]*proc, error) {
-		var ps []*proc
-		for i := 0; i < k; i++ {
-			p, err := startProc(ctx, fmt.Sprintf("%s %d", name, i+1), env.timeout, exe, args, mark)
-			if err != nil {
-				return ps, err
-			}
-			ps = append(ps, p)
-		}
-		for _, p := range ps {
-			if err := p.waitReady(10 * time.Second); err != nil {
-				return ps, err
-			}
-		}
-		return ps, nil
-	}
-	killAll := func(ps []*proc) {
-		for _, p := range ps {
-			p.kill()
-		}
-	}
-	one("floor", func(r *fanRun) error {
-		group, port, err := freshGroup(79, 1)
-		if err != nil {
-			return err
-		}
-		common := []string{"--group", group.String(), "--port", strconv.Itoa(port), "--size", size}
-		subs, err := startAll("lat-recv", env.exe, append([]string{"--role", "lat-recv", "--expect", n}, common...), "lat-recv: ready")
-		defer killAll(subs)
-		if err != nil {
-			return err
-		}
-		send, err := startProc(ctx, "lat-send", env.timeout, env.exe, append([]string{"--role", "lat-send", "--rate", "0", "--count", n}, common...), "")
-		if err != nil {
-			return err
-		}
-		defer send.kill()
-		var sr latSendReport
-		if _, err := send.summary(&sr); err != nil {
-			return err
-		}
-		r.Sent = sr.Sent
-		return collect(r, subs, sr.StartNs)
-	})
-	one(peerNATS, func(r *fanRun) error {
-		srv, url, err := startNATSServer(ctx, env)
-		if err != nil {
-			return err
-		}
-		defer stopServer(srv)
-		subs, err := startAll("nats-sub", env.exe, []string{"--role", "nats-sub", "--url", url, "--subject", "tickbench.fan.*",
-			"--size", size, "--expect", n}, "nats-sub: ready")
-		defer killAll(subs)
-		if err != nil {
-			return err
-		}
-		pub, err := startProc(ctx, "nats-pub", env.timeout, env.exe, []string{"--role", "nats-pub", "--url", url, "--subject", "tickbench.fan",
-			"--size", size, "--rate", "0", "--count", n}, "")
-		if err != nil {
-			return err
-		}
-		defer pub.kill()
-		var sr latSendReport
-		if _, err := pub.summary(&sr); err != nil {
-			return err
-		}
-		r.Sent = sr.Sent
-		return collect(r, subs, sr.StartNs)
-	})
-	one("tickcast-direct", func(r *fanRun) error {
-		group, port, err := freshGroup(77, 1)
-		if err != nil {
-			return err
-		}
-		subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), "direct", 1, 0, s.fanCount, "")
-		// Pre-generated messages, as the other senders generate nothing.
-		fhArgs = append(fhArgs, "--pregenerate")
-		subs, err := startAll("subscriber", []string{env.subscriber}, subArgs, `"message":"subscribed"`)
-		defer killAll(subs)
-		if err != nil {
-			return err
-		}
-		fh, err := startProc(ctx, "feedhandler", env.timeout, []string{env.feedhandler}, fhArgs, "")
-		if err != nil {
-			return err
-		}
-		defer fh.kill()
-		var fs fhSummary
-		fhAt, err := fh.summary(&fs)
-		if err != nil {
-			return err
-		}
-		r.Sent = fs.Messages
-		// As in the throughput mode: the window starts elapsed_s before the
-		// feed handler's summary line was read and ends when each
-		// subscriber's was.
-		start := fhAt.Add(-time.Duration(fs.ElapsedS * float64(time.Second)))
-		for _, p := range subs {
-			var ss subLatSummary
-			at, err := p.summary(&ss)
-			if err != nil {
-				return err
-			}
-			r.Received = append(r.Received, ss.Received)
-			r.PerSub = append(r.PerSub, rateOver(ss.Received, start.UnixNano(), at.UnixNano()))
-		}
-		return nil
-	})
+	n := strconv.FormatUint(s.fanCount, 10)
+	one("floor", func(r *fanRun) error { return fanFloor(ctx, env, k, n, r) })
+	one(peerNATS, func(r *fanRun) error { return fanNATS(ctx, env, k, n, r) })
+	one("tickcast-direct", func(r *fanRun) error { return fanTickcast(ctx, env, k, s.fanCount, r) })
 	return out
+}
+
+// startReceivers starts k receivers and waits until each is ready. The
+// caller kills the ones returned, also on an error.
+func startReceivers(ctx context.Context, env latEnv, k int, name string, exe []string, args []string, mark string) ([]*proc, error) {
+	var ps []*proc
+	for i := 0; i < k; i++ {
+		p, err := startProc(ctx, fmt.Sprintf("%s %d", name, i+1), env.timeout, exe, args, mark)
+		if err != nil {
+			return ps, err
+		}
+		ps = append(ps, p)
+	}
+	for _, p := range ps {
+		if err := p.waitReady(10 * time.Second); err != nil {
+			return ps, err
+		}
+	}
+	return ps, nil
+}
+
+// killAll kills every process of ps.
+func killAll(ps []*proc) {
+	for _, p := range ps {
+		p.kill()
+	}
+}
+
+// collectFan reads the receivers' reports after the sender's, which started
+// sending at startNs, into r.
+func collectFan(r *fanRun, subs []*proc, startNs int64) error {
+	for _, p := range subs {
+		var rr latRecvReport
+		if _, err := p.summary(&rr); err != nil {
+			return err
+		}
+		r.Received = append(r.Received, rr.Received)
+		r.PerSub = append(r.PerSub, rateOver(rr.Received, startNs, rr.LastNs))
+	}
+	return nil
+}
+
+// fanFloor runs the floor's fan-out: k lat-recv and an unpaced lat-send.
+func fanFloor(ctx context.Context, env latEnv, k int, n string, r *fanRun) error {
+	group, port, err := freshGroup(79, 1)
+	if err != nil {
+		return err
+	}
+	common := []string{"--group", group.String(), "--port", strconv.Itoa(port), "--size", strconv.Itoa(env.size)}
+	subs, err := startReceivers(ctx, env, k, "lat-recv", env.exe, append([]string{"--role", "lat-recv", "--expect", n}, common...), "lat-recv: ready")
+	defer killAll(subs)
+	if err != nil {
+		return err
+	}
+	var sr latSendReport
+	if _, _, err := runToEnd(ctx, "lat-send", env.timeout, env.exe, append([]string{"--role", "lat-send", "--rate", "0", "--count", n}, common...), &sr); err != nil {
+		return err
+	}
+	r.Sent = sr.Sent
+	return collectFan(r, subs, sr.StartNs)
+}
+
+// fanNATS runs NATS core's fan-out: a server, k nats-sub and an unpaced
+// nats-pub.
+func fanNATS(ctx context.Context, env latEnv, k int, n string, r *fanRun) error {
+	srv, url, err := startNATSServer(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer stopServer(srv)
+	size := strconv.Itoa(env.size)
+	subs, err := startReceivers(ctx, env, k, "nats-sub", env.exe, []string{"--role", "nats-sub", "--url", url, "--subject", "tickbench.fan.*",
+		"--size", size, "--expect", n}, "nats-sub: ready")
+	defer killAll(subs)
+	if err != nil {
+		return err
+	}
+	var sr latSendReport
+	if _, _, err := runToEnd(ctx, "nats-pub", env.timeout, env.exe, []string{"--role", "nats-pub", "--url", url, "--subject", "tickbench.fan",
+		"--size", size, "--rate", "0", "--count", n}, &sr); err != nil {
+		return err
+	}
+	r.Sent = sr.Sent
+	return collectFan(r, subs, sr.StartNs)
+}
+
+// fanTickcast runs tickcast's fan-out: k subscribers in direct mode and
+// the feed handler unpaced, its messages pre-generated.
+func fanTickcast(ctx context.Context, env latEnv, k int, count uint64, r *fanRun) error {
+	group, port, err := freshGroup(77, 1)
+	if err != nil {
+		return err
+	}
+	subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), "direct", 1, 0, count, "")
+	// Pre-generated messages, as the other senders generate nothing.
+	fhArgs = append(fhArgs, "--pregenerate")
+	subs, err := startReceivers(ctx, env, k, "subscriber", []string{env.subscriber}, subArgs, `"message":"subscribed"`)
+	defer killAll(subs)
+	if err != nil {
+		return err
+	}
+	var fs fhSummary
+	_, fhAt, err := runToEnd(ctx, "feedhandler", env.timeout, []string{env.feedhandler}, fhArgs, &fs)
+	if err != nil {
+		return err
+	}
+	r.Sent = fs.Messages
+	// As in the throughput mode: the window starts elapsed_s before the
+	// feed handler's summary line was read and ends when each
+	// subscriber's was.
+	start := fhAt.Add(-time.Duration(fs.ElapsedS * float64(time.Second)))
+	for _, p := range subs {
+		var ss subLatSummary
+		at, err := p.summary(&ss)
+		if err != nil {
+			return err
+		}
+		r.Received = append(r.Received, ss.Received)
+		r.PerSub = append(r.PerSub, rateOver(ss.Received, start.UnixNano(), at.UnixNano()))
+	}
+	return nil
 }
 
 // distinct returns the distinct values of xs in first-seen order.

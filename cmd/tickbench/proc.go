@@ -231,3 +231,32 @@ func freshGroup(second byte, span int) (netip.Addr, int, error) {
 	x, y := byte(rand.IntN(250)), byte(1+rand.IntN(254-span))
 	return netip.AddrFrom4([4]byte{239, second, x, y}), port, nil
 }
+
+// startReady starts a process that says on stderr when it is ready (a
+// receiver, an echo, a server) and waits up to wait for that. On success
+// the caller ends the process; on an error it is killed already.
+func startReady(ctx context.Context, name string, timeout time.Duration, exe, args []string, readyMark string, wait time.Duration) (*proc, error) {
+	p, err := startProc(ctx, name, timeout, exe, args, readyMark)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(wait); err != nil {
+		p.kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// runToEnd runs a process that sends and then exits (a sender, a pinger,
+// the feed handler) and decodes its summary line into v. It returns the
+// exited process, for its CPU time and failure, and when the summary line
+// was read.
+func runToEnd(ctx context.Context, name string, timeout time.Duration, exe, args []string, v any) (*proc, time.Time, error) {
+	p, err := startProc(ctx, name, timeout, exe, args, "")
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer p.kill()
+	at, err := p.summary(v)
+	return p, at, err
+}

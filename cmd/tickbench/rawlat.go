@@ -100,23 +100,18 @@ func latSend(args []string, stdout io.Writer) error {
 	}
 	buf := make([]byte, rf.size)
 	var rep latSendReport
-	var stalled time.Time
+	var stall sendStall
 	send := func(i uint64) error {
 		fd := fds[i%uint64(len(fds))]
 		for {
 			putStamp(buf, i, time.Now().UnixNano())
 			_, err := unix.Write(fd, buf)
 			if err == nil {
-				stalled = time.Time{}
+				stall.reset()
 				return nil
 			}
-			if err != unix.EAGAIN && err != unix.ENOBUFS && err != unix.EINTR {
-				return fmt.Errorf("send: %w", err)
-			}
-			if stalled.IsZero() {
-				stalled = time.Now()
-			} else if time.Since(stalled) > time.Second {
-				return fmt.Errorf("send: %w for over a second", err)
+			if err := stall.failed("send", err); err != nil {
+				return err
 			}
 			rep.Retries++
 		}
@@ -215,11 +210,7 @@ func latRecv(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r.rep.latStats = statsOf(r.hist)
-	if err := writeHgrm(*hgrm, r.hist); err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(&r.rep)
+	return printLatReport(stdout, &r.rep, &r.rep.latStats, r.hist, *hgrm)
 }
 
 // latReceiver is the floor's receive loop state. One goroutine uses it.

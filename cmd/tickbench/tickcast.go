@@ -207,6 +207,18 @@ type tickcastResult struct {
 	CPURatio float64 `json:"cpu_ratio,omitempty"`
 }
 
+// throughputArgs returns the subscriber's and the feed handler's arguments
+// for one throughput run on group g: the latency runs' arguments with the
+// feed handler unpaced, sending c.Batch packets per call.
+func throughputArgs(c tickcastConfig, g string) (sub, fh []string) {
+	sub, fh = tickcastLatArgs(g, c.Mode, c.Channels, 0, c.Count, "")
+	fh = append(fh, "--send-batch", strconv.Itoa(c.Batch))
+	if c.Pregenerate {
+		fh = append(fh, "--pregenerate")
+	}
+	return sub, fh
+}
+
 // runTickcast runs one subscriber and the feed handler on a fresh group and
 // port, and combines their summaries.
 //
@@ -225,35 +237,16 @@ func runTickcast(ctx context.Context, c tickcastConfig) (tickcastResult, error) 
 		return tickcastResult{}, err
 	}
 	g := fmt.Sprintf("%s:%d", group, port)
-	count := strconv.FormatUint(c.Count, 10)
-	channels := strconv.Itoa(c.Channels)
-	subArgs := []string{"--group", g, "--iface", "127.0.0.1", "--channels", channels, "--expect", count, "--mode", c.Mode, "--cpu", "-1",
-		"--idle-timeout", subIdleTimeout.String(), "--format", "none", "--log-format", "json", "--log-level", "info"}
-	subArgs = append(subArgs, hermeticSubscriberArgs...)
-	sub, err := startProc(ctx, "subscriber", c.Timeout, []string{c.Subscriber}, subArgs, `"message":"subscribed"`)
+	subArgs, fhArgs := throughputArgs(c, g)
+	// The subscriber logs "subscribed" once it joined every group: only
+	// then may the first packet go out.
+	sub, err := startReady(ctx, "subscriber", c.Timeout, []string{c.Subscriber}, subArgs, `"message":"subscribed"`, 10*time.Second)
 	if err != nil {
 		return tickcastResult{}, err
 	}
 	defer sub.kill()
-	// The subscriber logs "subscribed" once it joined every group: only
-	// then may the first packet go out.
-	if err := sub.waitReady(10 * time.Second); err != nil {
-		return tickcastResult{}, err
-	}
-	fhArgs := []string{"--group", g, "--iface", "127.0.0.1", "--ttl", "0", "--channels", channels, "--count", count, "--rate", "0",
-		"--send-batch", strconv.Itoa(c.Batch), "--seed", strconv.Itoa(feedSeed), "--instruments", strconv.Itoa(feedInstruments),
-		"--log-format", "json", "--log-level", "warn"}
-	fhArgs = append(fhArgs, hermeticFeedhandlerArgs...)
-	if c.Pregenerate {
-		fhArgs = append(fhArgs, "--pregenerate")
-	}
-	fh, err := startProc(ctx, "feedhandler", c.Timeout, []string{c.Feedhandler}, fhArgs, "")
-	if err != nil {
-		return tickcastResult{}, err
-	}
-	defer fh.kill()
 	var fs fhSummary
-	fhAt, err := fh.summary(&fs)
+	fh, fhAt, err := runToEnd(ctx, "feedhandler", c.Timeout, []string{c.Feedhandler}, fhArgs, &fs)
 	if err != nil {
 		return tickcastResult{}, err
 	}

@@ -2,8 +2,6 @@ package subapp
 
 import (
 	"encoding/binary"
-	"fmt"
-	"os"
 	"runtime/metrics"
 	"time"
 
@@ -11,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/hgrm"
 	"github.com/tickcast/tickcast/internal/metricsrv"
 	"golang.org/x/sys/unix"
 )
@@ -209,21 +208,7 @@ func (m *appMetrics) writeLatency(path string, log zerolog.Logger) {
 	if path == "" {
 		return
 	}
-	if err := writeHgrm(path, m.hdr); err != nil {
+	if err := hgrm.Write(path, m.hdr); err != nil {
 		log.Error().Err(err).Str("path", path).Msg("latency-out")
 	}
-}
-
-// writeHgrm writes h (values in ns) to path as a .hgrm percentile
-// distribution in microseconds.
-func writeHgrm(path string, h *hdrhistogram.Histogram) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := h.PercentilesPrint(f, 5, 1e3); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
 }

@@ -124,23 +124,54 @@ func (p *e2eProc) decode(v any) error {
 // much of the VM's time limit the run used, and when the guest's budget
 // ended the run, one line says how far each process got.
 func (r *runner) checkE2E(rep *e2eReport, counters map[string][2]int64, testsSent int64) []string {
-	var problems []string
-	bad := func(format string, args ...any) {
-		problems = append(problems, "end to end: "+fmt.Sprintf(format, args...))
+	var bad e2eProblems
+	r.printE2EHeader()
+	fh, subs := readE2ESummaries(rep, &bad)
+	limited := timeLimited(rep, fh)
+	if limited {
+		reportTimeLimit(rep, fh, subs, &bad)
 	}
+	want := r.e2eCount
+	if fh != nil {
+		want = r.checkE2EFeedHandler(fh, limited, &bad)
+	}
+	maxPacketsA, noRecovery := r.checkE2ESubscribers(subs, want, limited, &bad)
+	if limited {
+		return bad // the counters account for a finished run only
+	}
+	checkE2ECounters(counters, fh, testsSent, maxPacketsA, noRecovery, &bad)
+	return bad
+}
+
+// e2eProblems collects the end-to-end run's problems.
+type e2eProblems []string
+
+// add records one problem, prefixed "end to end: ".
+func (p *e2eProblems) add(format string, args ...any) {
+	*p = append(*p, "end to end: "+fmt.Sprintf(format, args...))
+}
+
+// printE2EHeader prints the line that says how the end-to-end run was
+// started.
+func (r *runner) printE2EHeader() {
 	size := fmt.Sprintf("--count %d", r.e2eCount)
 	if r.e2eCount == 0 {
 		size = fmt.Sprintf("--count 0 --duration %v", r.e2eDuration)
 	}
 	fmt.Printf("\n=== end to end: feedhandler --transport rdma %s --rate %v --max-delay %v; subscribers sub1 and sub2 --transport rdma --verify, sub2 --inject-loss %v\n",
 		size, r.e2eRate, r.e2eMaxDelay, r.e2eLoss)
+}
 
+// readE2ESummaries prints each end-to-end process's exit status, summary
+// and log tail, and decodes the summaries: the feed handler's (nil when it
+// printed none) and the subscribers' by name.
+func readE2ESummaries(rep *e2eReport, bad *e2eProblems) (*fhSummary, map[string]*subSummary) {
 	subs := map[string]*subSummary{}
 	var fh *fhSummary
 	for _, n := range e2eProcs {
 		p := rep.procs[n]
 		if !p.ran {
-			bad("%s did not run", n)
+			bad.add("%s did not run", n)
 			continue
 		}
 		fmt.Printf("  %-11s exit %d\n", n, p.exit)
@@ -148,7 +179,7 @@ func (r *runner) checkE2E(rep *e2eReport, counters map[string][2]int64, testsSen
 			fmt.Printf("    %s\n", l)
 		}
 		if p.exit != 0 {
-			bad("%s exited %d", n, p.exit)
+			bad.add("%s exited %d", n, p.exit)
 		}
 		for _, l := range p.log {
 			fmt.Printf("         | %s\n", l)
@@ -156,7 +187,7 @@ func (r *runner) checkE2E(rep *e2eReport, counters map[string][2]int64, testsSen
 		if n == "feedhandler" {
 			var s fhSummary
 			if err := p.decode(&s); err != nil {
-				bad("%s summary: %v", n, err)
+				bad.add("%s summary: %v", n, err)
 				continue
 			}
 			fh = &s
@@ -164,74 +195,92 @@ func (r *runner) checkE2E(rep *e2eReport, counters map[string][2]int64, testsSen
 		}
 		var s subSummary
 		if err := p.decode(&s); err != nil {
-			bad("%s summary: %v", n, err)
+			bad.add("%s summary: %v", n, err)
 			continue
 		}
 		subs[n] = &s
 	}
+	return fh, subs
+}
 
-	// Did the guest's budget end the run? Its processes then got SIGTERM
-	// (exit 143 from timeout, or 137 after the SIGKILL that follows).
-	limited := false
+// timeLimited reports whether the guest's budget ended the run. Its
+// processes then got SIGTERM (exit 143 from timeout, or 137 after the
+// SIGKILL that follows), or the feed handler says it was interrupted.
+func timeLimited(rep *e2eReport, fh *fhSummary) bool {
 	for _, n := range e2eProcs {
 		if e := rep.procs[n].exit; e == 124 || e == 137 || e == 143 {
-			limited = true
+			return true
 		}
 	}
-	if fh != nil && fh.Interrupted {
-		limited = true
-	}
-	if limited {
-		got := []string{}
-		if fh != nil {
-			got = append(got, fmt.Sprintf("feedhandler published %d messages in %.0fs (%.0f msg/s)", fh.Messages, fh.ElapsedS, fh.MsgsPerS))
-		} else {
-			got = append(got, "feedhandler printed no summary (killed)")
-		}
-		for _, n := range e2eProcs[:2] {
-			if s := subs[n]; s != nil {
-				got = append(got, fmt.Sprintf("%s received %d", n, s.Received))
-			} else {
-				got = append(got, n+" printed no summary (killed)")
-			}
-		}
-		line := fmt.Sprintf("the guest's time limit ended the run after %ds of its %ds budget: %s", rep.t1-rep.t0, rep.budget, strings.Join(got, ", "))
-		fmt.Println("  " + line)
-		bad("%s", line)
-	}
+	return fh != nil && fh.Interrupted
+}
 
-	want := r.e2eCount
+// reportTimeLimit prints and records the one problem of a run the guest's
+// budget ended: how far each process got.
+func reportTimeLimit(rep *e2eReport, fh *fhSummary, subs map[string]*subSummary, bad *e2eProblems) {
+	got := []string{}
 	if fh != nil {
-		if r.e2eCount == 0 {
-			want = fh.Messages
-			if !fh.Duration && !fh.Interrupted {
-				bad("feedhandler ended before its --duration %v (%d messages)", r.e2eDuration, fh.Messages)
-			}
-			if fh.Messages == 0 {
-				bad("feedhandler published nothing")
-			}
-		}
-		fmt.Printf("  feedhandler: %d messages in %d packets (%.1f per packet) + %d heartbeats in %.2fs (%.0f msg/s); recovery: %d requests, %d messages retransmitted\n",
-			fh.Messages, fh.Packets, fh.MsgsPerPacket, fh.Heartbeats, fh.ElapsedS, fh.MsgsPerS, fh.Requests, fh.Retransmitted)
-		// A run the time limit ended has one problem, said above; the
-		// counts that follow could not have been met.
-		if fh.Messages != want && !limited {
-			bad("feedhandler published %d messages, want %d", fh.Messages, want)
-		}
-		if fh.Interrupted && !limited {
-			bad("feedhandler was interrupted")
-		}
-		// The figures a person needs to judge the margin.
-		limitUse := r.vmRan.Seconds() / r.timeout.Seconds()
-		fmt.Printf("end to end: %s messages at %s msg/s (asked %s), %.0f s; the VM ran %.0f s, %.0f%% of its %v limit (margin %.1fx)\n",
-			group(fh.Messages), group(uint64(fh.MsgsPerS+0.5)), group(uint64(r.e2eRate)), fh.ElapsedS,
-			r.vmRan.Seconds(), 100*limitUse, r.timeout, 1/max(limitUse, 1e-9))
-		if limitUse > 0.5 {
-			fmt.Printf("end to end: WARNING: less than 2x margin to the VM's time limit; use a shorter -e2e-duration or a longer -timeout\n")
+		got = append(got, fmt.Sprintf("feedhandler published %d messages in %.0fs (%.0f msg/s)", fh.Messages, fh.ElapsedS, fh.MsgsPerS))
+	} else {
+		got = append(got, "feedhandler printed no summary (killed)")
+	}
+	for _, n := range e2eProcs[:2] {
+		if s := subs[n]; s != nil {
+			got = append(got, fmt.Sprintf("%s received %d", n, s.Received))
+		} else {
+			got = append(got, n+" printed no summary (killed)")
 		}
 	}
-	var maxPacketsA uint64
-	noRecovery := false // some subscriber took every data packet from rxe0
+	line := fmt.Sprintf("the guest's time limit ended the run after %ds of its %ds budget: %s", rep.t1-rep.t0, rep.budget, strings.Join(got, ", "))
+	fmt.Println("  " + line)
+	bad.add("%s", line)
+}
+
+// checkE2EFeedHandler prints and checks the feed handler's summary and
+// returns the messages each subscriber must receive: -e2e-count, or in a
+// run sized by time what the feed handler published.
+func (r *runner) checkE2EFeedHandler(fh *fhSummary, limited bool, bad *e2eProblems) (want uint64) {
+	want = r.e2eCount
+	if r.e2eCount == 0 {
+		want = fh.Messages
+		if !fh.Duration && !fh.Interrupted {
+			bad.add("feedhandler ended before its --duration %v (%d messages)", r.e2eDuration, fh.Messages)
+		}
+		if fh.Messages == 0 {
+			bad.add("feedhandler published nothing")
+		}
+	}
+	fmt.Printf("  feedhandler: %d messages in %d packets (%.1f per packet) + %d heartbeats in %.2fs (%.0f msg/s); recovery: %d requests, %d messages retransmitted\n",
+		fh.Messages, fh.Packets, fh.MsgsPerPacket, fh.Heartbeats, fh.ElapsedS, fh.MsgsPerS, fh.Requests, fh.Retransmitted)
+	// A run the time limit ended has one problem, said above; the
+	// counts that follow could not have been met.
+	if fh.Messages != want && !limited {
+		bad.add("feedhandler published %d messages, want %d", fh.Messages, want)
+	}
+	if fh.Interrupted && !limited {
+		bad.add("feedhandler was interrupted")
+	}
+	r.printE2EMargin(fh)
+	return want
+}
+
+// printE2EMargin prints the figures a person needs to judge the margin: the
+// rate the guest reached and how much of the VM's time limit the run used.
+func (r *runner) printE2EMargin(fh *fhSummary) {
+	limitUse := r.vmRan.Seconds() / r.timeout.Seconds()
+	fmt.Printf("end to end: %s messages at %s msg/s (asked %s), %.0f s; the VM ran %.0f s, %.0f%% of its %v limit (margin %.1fx)\n",
+		group(fh.Messages), group(uint64(fh.MsgsPerS+0.5)), group(uint64(r.e2eRate)), fh.ElapsedS,
+		r.vmRan.Seconds(), 100*limitUse, r.timeout, 1/max(limitUse, 1e-9))
+	if limitUse > 0.5 {
+		fmt.Printf("end to end: WARNING: less than 2x margin to the VM's time limit; use a shorter -e2e-duration or a longer -timeout\n")
+	}
+}
+
+// checkE2ESubscribers prints and checks each subscriber's summary against
+// want. It returns the most datagrams one subscriber took from rxe0, and
+// whether some subscriber took every data packet from rxe0 (it saw no gap
+// and made no recovery request).
+func (r *runner) checkE2ESubscribers(subs map[string]*subSummary, want uint64, limited bool, bad *e2eProblems) (maxPacketsA uint64, noRecovery bool) {
 	for _, n := range e2eProcs[:2] {
 		s := subs[n]
 		if s == nil {
@@ -240,55 +289,56 @@ func (r *runner) checkE2E(rep *e2eReport, counters map[string][2]int64, testsSen
 		fmt.Printf("  %s: received %d of %d, missing %d, verify_ok %v; %d packets (%d dropped on purpose: %d messages), %d gaps, %d recovery requests, %d recovered, %d duplicates; %.2fs (%.0f msg/s), exit reason %s\n",
 			n, s.Received, want, s.Missing, s.VerifyOK, s.PacketsA, s.InjectedDropped, s.InjectedMessages, s.Gaps, s.Requests, s.Recovered, s.Duplicates, s.ElapsedS, s.MsgsPerS, s.ExitReason)
 		if s.Received != want && !limited {
-			bad("%s received %d messages, want %d", n, s.Received, want)
+			bad.add("%s received %d messages, want %d", n, s.Received, want)
 		}
 		if s.Missing != 0 {
-			bad("%s: %d messages missing", n, s.Missing)
+			bad.add("%s: %d messages missing", n, s.Missing)
 		}
 		if !s.Verify || !s.VerifyOK {
-			bad("%s: verify %v, verify_ok %v (%d errors, first: %s)", n, s.Verify, s.VerifyOK, s.VerifyErrors, s.FirstVerifyError)
+			bad.add("%s: verify %v, verify_ok %v (%d errors, first: %s)", n, s.Verify, s.VerifyOK, s.VerifyErrors, s.FirstVerifyError)
 		}
 		// Every message dropped on purpose had to come from recovery
 		// (there is no B line) for the count to be met.
 		if s.Recovered < s.InjectedMessages {
-			bad("%s recovered %d messages, fewer than the %d it dropped on purpose", n, s.Recovered, s.InjectedMessages)
+			bad.add("%s recovered %d messages, fewer than the %d it dropped on purpose", n, s.Recovered, s.InjectedMessages)
 		}
 		if n == "sub2" && r.e2eLoss > 0 && float64(want) >= 100/r.e2eLoss && s.InjectedMessages == 0 {
-			bad("%s dropped nothing on purpose with --inject-loss %v: recovery was not exercised", n, r.e2eLoss)
+			bad.add("%s dropped nothing on purpose with --inject-loss %v: recovery was not exercised", n, r.e2eLoss)
 		}
 		maxPacketsA = max(maxPacketsA, s.PacketsA+s.InjectedDropped)
 		if s.Requests == 0 && s.Gaps == 0 {
 			noRecovery = true
 		}
 	}
+	return maxPacketsA, noRecovery
+}
 
-	// rxe0's counters over the end-to-end run. rxe counts sent_pkts once
-	// per packet it transmits, and rcvd_pkts once per packet that arrives
-	// (here: the multicast copy looped back on veth0), before it hands a
-	// multicast packet to each attached QP. So two subscribers on one
-	// device do not double rcvd_pkts (the tests' TestTwoReceivers shows
-	// rcvd == sent), and in this closed VM nothing else uses rxe0:
-	//
-	//   sent >= the feed handler's data packets + heartbeats (its end of
-	//           session datagrams come on top and are not counted);
-	//   rcvd >= the most datagrams one subscriber took from rxe0 (each of
-	//           them arrived, and was counted, once);
-	//   rcvd >= the feed handler's data packets, when a subscriber saw no
-	//           gap (then none was lost before rxe0 received it);
-	//   rcvd <= sent (a count per receiving QP would be twice that).
-	//
-	// Recovery goes over NATS on the loopback, not rxe0.
+// checkE2ECounters prints and checks rxe0's counters over a finished
+// end-to-end run. rxe counts sent_pkts once per packet it transmits, and
+// rcvd_pkts once per packet that arrives (here: the multicast copy looped
+// back on veth0), before it hands a multicast packet to each attached QP.
+// So two subscribers on one device do not double rcvd_pkts (the tests'
+// TestTwoReceivers shows rcvd == sent), and in this closed VM nothing else
+// uses rxe0:
+//
+//	sent >= the feed handler's data packets + heartbeats (its end of
+//	        session datagrams come on top and are not counted);
+//	rcvd >= the most datagrams one subscriber took from rxe0 (each of
+//	        them arrived, and was counted, once);
+//	rcvd >= the feed handler's data packets, when a subscriber saw no
+//	        gap (then none was lost before rxe0 received it);
+//	rcvd <= sent (a count per receiving QP would be twice that).
+//
+// Recovery goes over NATS on the loopback, not rxe0.
+func checkE2ECounters(counters map[string][2]int64, fh *fhSummary, testsSent int64, maxPacketsA uint64, noRecovery bool, bad *e2eProblems) {
 	after, oka := counters["after"]
 	end, oke := counters["e2e"]
 	before := counters["before"]
-	if limited {
-		return problems // the counters account for a finished run only
-	}
 	if !oka || !oke || fh == nil {
 		if !oke {
-			bad("rxe0 hw_counters not reported after the run")
+			bad.add("rxe0 hw_counters not reported after the run")
 		}
-		return problems
+		return
 	}
 	ds, dr := end[0]-after[0], end[1]-after[1]
 	fhSent := int64(fh.Packets + fh.Heartbeats)
@@ -297,27 +347,26 @@ func (r *runner) checkE2E(rep *e2eReport, counters map[string][2]int64, testsSen
 	fmt.Printf("  rxe0 hw_counters in all: sent_pkts %d -> %d (+%d), rcvd_pkts %d -> %d (+%d); tests %d + feed handler %d = %d datagrams\n",
 		before[0], end[0], end[0]-before[0], before[1], end[1], end[1]-before[1], testsSent, fhSent, testsSent+fhSent)
 	if ds < fhSent {
-		bad("rxe0 sent_pkts rose by %d, less than the feed handler's %d datagrams", ds, fhSent)
+		bad.add("rxe0 sent_pkts rose by %d, less than the feed handler's %d datagrams", ds, fhSent)
 	}
 	if end[0]-before[0] < testsSent+fhSent {
-		bad("rxe0 sent_pkts rose by %d in all, less than the %d datagrams the tests and the feed handler sent", end[0]-before[0], testsSent+fhSent)
+		bad.add("rxe0 sent_pkts rose by %d in all, less than the %d datagrams the tests and the feed handler sent", end[0]-before[0], testsSent+fhSent)
 	}
 	if dr < int64(maxPacketsA) {
-		bad("rxe0 rcvd_pkts rose by %d, less than the %d datagrams a subscriber received", dr, maxPacketsA)
+		bad.add("rxe0 rcvd_pkts rose by %d, less than the %d datagrams a subscriber received", dr, maxPacketsA)
 	}
 	if noRecovery {
 		if dr < int64(fh.Packets) {
-			bad("rxe0 rcvd_pkts rose by %d, less than the feed handler's %d data packets, all of which a subscriber received", dr, fh.Packets)
+			bad.add("rxe0 rcvd_pkts rose by %d, less than the feed handler's %d data packets, all of which a subscriber received", dr, fh.Packets)
 		}
 		if end[1]-before[1] < testsSent+int64(fh.Packets) {
-			bad("rxe0 rcvd_pkts rose by %d in all, less than the tests' %d datagrams and the feed handler's %d data packets",
+			bad.add("rxe0 rcvd_pkts rose by %d in all, less than the tests' %d datagrams and the feed handler's %d data packets",
 				end[1]-before[1], testsSent, fh.Packets)
 		}
 	}
 	if dr > ds {
-		bad("rxe0 rcvd_pkts rose by %d, more than sent_pkts (%d): not one count per packet", dr, ds)
+		bad.add("rxe0 rcvd_pkts rose by %d, more than sent_pkts (%d): not one count per packet", dr, ds)
 	}
-	return problems
 }
 
 // group writes n with thousands separators: 1,000,000.

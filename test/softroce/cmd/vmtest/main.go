@@ -366,149 +366,186 @@ type event struct {
 
 // check parses the guest's report and applies every rule.
 func (r *runner) check(results string) error {
-	f, err := os.Open(results)
+	g, err := r.readReport(results)
 	if err != nil {
-		return fmt.Errorf("no report from the guest: %v", err)
+		return err
 	}
-	defer f.Close()
-	byName := map[string]*suite{}
-	for _, s := range r.suites {
-		byName[s.name] = s
-	}
-	var problems []string
-	counters := map[string][2]int64{}
-	e2e := newE2EReport()
-	done := false
-	var cur *suite
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
-		if strings.HasPrefix(line, "@") {
-			fields := strings.Fields(line)
-			switch fields[0] {
-			case "@counters":
-				if len(fields) == 4 {
-					a, _ := strconv.ParseInt(fields[2], 10, 64)
-					b, _ := strconv.ParseInt(fields[3], 10, 64)
-					counters[fields[1]] = [2]int64{a, b}
-				}
-			case "@suite":
-				cur = byName[fields[1]]
-				if cur != nil {
-					cur.started = true
-				}
-			case "@exit", "@sent":
-				if s := byName[fields[1]]; s != nil && len(fields) == 3 {
-					n, _ := strconv.ParseInt(fields[2], 10, 64)
-					if fields[0] == "@exit" {
-						s.exit = int(n)
-					} else {
-						s.sent = n
-					}
-				}
-				cur = nil
-			case "@e2e", "@summary", "@log":
-				e2e.add(line)
-			case "@e2etime":
-				if len(fields) == 4 {
-					e2e.t0, _ = strconv.Atoi(fields[1])
-					e2e.t1, _ = strconv.Atoi(fields[2])
-					e2e.budget, _ = strconv.Atoi(fields[3])
-				}
-			case "@error":
-				problems = append(problems, "guest: "+strings.TrimPrefix(line, "@error "))
-			case "@done":
-				done = true
-			case "@clocksource":
-				fmt.Printf("guest clock source: %s\n", strings.Join(fields[1:], " "))
-			case "@probe":
-				printProbe(fields[1:])
-			}
-			continue
-		}
-		if cur == nil || !strings.HasPrefix(line, "{") {
-			continue
-		}
-		var ev event
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			continue
-		}
-		cur.record(ev)
-	}
-	if !done {
+	problems := g.problems
+	if !g.done {
 		problems = append(problems, "the guest did not finish (no @done in its report)")
 	}
-
 	var sent int64
 	for _, s := range r.suites {
-		fmt.Printf("\n=== %s (%s): exit %d, %d datagrams sent\n", s.name, s.pkg, s.exit, s.sent)
-		if !s.started {
-			problems = append(problems, s.name+": did not run")
-			continue
-		}
-		if s.exit != 0 {
-			problems = append(problems, fmt.Sprintf("%s: test binary exited %d", s.name, s.exit))
-		}
-		if s.sent < 0 {
-			problems = append(problems, s.name+": no datagram count (TICKCAST_RDMA_SENT_FILE not written)")
-		} else {
+		problems = append(problems, r.checkSuite(s)...)
+		if s.started && s.sent >= 0 {
 			sent += s.sent
 		}
-		expected := map[string]bool{}
-		for _, t := range s.expected {
-			expected[t] = true
-			if a := s.results[t]; a != "pass" {
-				if a == "" {
-					a = "missing (did not run)"
-				}
-				problems = append(problems, fmt.Sprintf("%s: %s: %s", s.name, t, a))
-			}
-		}
-		for _, t := range s.order {
-			a := s.results[t]
-			fmt.Printf("  %-4s %-40s %6.2fs\n", strings.ToUpper(a), t, s.elapsed[t])
-			if a == "skip" || a == "fail" {
-				if !expected[t] { // subtests; top-level ones are reported above
-					problems = append(problems, fmt.Sprintf("%s: %s: %s", s.name, t, a))
-				}
-			}
-			if (r.verbose || a != "pass") && s.output[t] != nil {
-				for _, l := range strings.Split(strings.TrimRight(s.output[t].String(), "\n"), "\n") {
-					if !strings.HasPrefix(l, "=== ") {
-						fmt.Printf("         | %s\n", l)
-					}
-				}
-			}
-		}
 	}
-
-	before, okb := counters["before"]
-	after, oka := counters["after"]
-	if !okb || !oka {
-		problems = append(problems, "rxe0 hw_counters not reported before and after the tests")
-	} else {
-		ds, dr := after[0]-before[0], after[1]-before[1]
-		fmt.Printf("\nrxe0 hw_counters: sent_pkts %d -> %d (+%d), rcvd_pkts %d -> %d (+%d); tests sent %d datagrams\n",
-			before[0], after[0], ds, before[1], after[1], dr, sent)
-		if sent <= 0 {
-			problems = append(problems, "the tests report no datagrams sent")
-		}
-		if ds < sent {
-			problems = append(problems, fmt.Sprintf("rxe0 sent_pkts rose by %d, less than the %d datagrams sent", ds, sent))
-		}
-		if dr < sent {
-			problems = append(problems, fmt.Sprintf("rxe0 rcvd_pkts rose by %d, less than the %d datagrams sent", dr, sent))
-		}
-	}
+	problems = append(problems, checkTestCounters(g.counters, sent)...)
 	if r.e2e {
-		problems = append(problems, r.checkE2E(e2e, counters, sent)...)
+		problems = append(problems, r.checkE2E(g.e2e, g.counters, sent)...)
 	}
 	if len(problems) > 0 {
 		sort.Strings(problems)
 		return fmt.Errorf("%d problem(s):\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
 	return nil
+}
+
+// guestReport is what the guest's report says besides the test binaries'
+// results, which go to their suites.
+type guestReport struct {
+	byName   map[string]*suite
+	cur      *suite // the suite whose go test -json lines follow, if any
+	counters map[string][2]int64
+	e2e      *e2eReport
+	problems []string // the guest's own @error lines
+	done     bool     // the report ends with @done
+}
+
+// readReport reads the guest's report file, recording each test event in
+// its suite and printing the guest's @clocksource and @probe lines.
+func (r *runner) readReport(results string) (*guestReport, error) {
+	f, err := os.Open(results)
+	if err != nil {
+		return nil, fmt.Errorf("no report from the guest: %v", err)
+	}
+	defer f.Close()
+	g := &guestReport{byName: map[string]*suite{}, counters: map[string][2]int64{}, e2e: newE2EReport()}
+	for _, s := range r.suites {
+		g.byName[s.name] = s
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if strings.HasPrefix(line, "@") {
+			g.directive(line)
+			continue
+		}
+		if g.cur == nil || !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var ev event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			continue
+		}
+		g.cur.record(ev)
+	}
+	return g, nil
+}
+
+// directive records one @ line of the guest's report.
+func (g *guestReport) directive(line string) {
+	fields := strings.Fields(line)
+	switch fields[0] {
+	case "@counters":
+		if len(fields) == 4 {
+			a, _ := strconv.ParseInt(fields[2], 10, 64)
+			b, _ := strconv.ParseInt(fields[3], 10, 64)
+			g.counters[fields[1]] = [2]int64{a, b}
+		}
+	case "@suite":
+		g.cur = g.byName[fields[1]]
+		if g.cur != nil {
+			g.cur.started = true
+		}
+	case "@exit", "@sent":
+		if s := g.byName[fields[1]]; s != nil && len(fields) == 3 {
+			n, _ := strconv.ParseInt(fields[2], 10, 64)
+			if fields[0] == "@exit" {
+				s.exit = int(n)
+			} else {
+				s.sent = n
+			}
+		}
+		g.cur = nil
+	case "@e2e", "@summary", "@log":
+		g.e2e.add(line)
+	case "@e2etime":
+		if len(fields) == 4 {
+			g.e2e.t0, _ = strconv.Atoi(fields[1])
+			g.e2e.t1, _ = strconv.Atoi(fields[2])
+			g.e2e.budget, _ = strconv.Atoi(fields[3])
+		}
+	case "@error":
+		g.problems = append(g.problems, "guest: "+strings.TrimPrefix(line, "@error "))
+	case "@done":
+		g.done = true
+	case "@clocksource":
+		fmt.Printf("guest clock source: %s\n", strings.Join(fields[1:], " "))
+	case "@probe":
+		printProbe(fields[1:])
+	}
+}
+
+// checkSuite prints one test binary's results and returns its problems: it
+// did not run, exited non-zero, did not say how many datagrams it sent, or
+// a test did not pass.
+func (r *runner) checkSuite(s *suite) []string {
+	var problems []string
+	fmt.Printf("\n=== %s (%s): exit %d, %d datagrams sent\n", s.name, s.pkg, s.exit, s.sent)
+	if !s.started {
+		return []string{s.name + ": did not run"}
+	}
+	if s.exit != 0 {
+		problems = append(problems, fmt.Sprintf("%s: test binary exited %d", s.name, s.exit))
+	}
+	if s.sent < 0 {
+		problems = append(problems, s.name+": no datagram count (TICKCAST_RDMA_SENT_FILE not written)")
+	}
+	expected := map[string]bool{}
+	for _, t := range s.expected {
+		expected[t] = true
+		if a := s.results[t]; a != "pass" {
+			if a == "" {
+				a = "missing (did not run)"
+			}
+			problems = append(problems, fmt.Sprintf("%s: %s: %s", s.name, t, a))
+		}
+	}
+	for _, t := range s.order {
+		a := s.results[t]
+		fmt.Printf("  %-4s %-40s %6.2fs\n", strings.ToUpper(a), t, s.elapsed[t])
+		if a == "skip" || a == "fail" {
+			if !expected[t] { // subtests; top-level ones are reported above
+				problems = append(problems, fmt.Sprintf("%s: %s: %s", s.name, t, a))
+			}
+		}
+		if (r.verbose || a != "pass") && s.output[t] != nil {
+			for _, l := range strings.Split(strings.TrimRight(s.output[t].String(), "\n"), "\n") {
+				if !strings.HasPrefix(l, "=== ") {
+					fmt.Printf("         | %s\n", l)
+				}
+			}
+		}
+	}
+	return problems
+}
+
+// checkTestCounters prints rxe0's counters over the test binaries and
+// returns their problems: each counter must have risen by at least the
+// datagrams the tests say they sent.
+func checkTestCounters(counters map[string][2]int64, sent int64) []string {
+	before, okb := counters["before"]
+	after, oka := counters["after"]
+	if !okb || !oka {
+		return []string{"rxe0 hw_counters not reported before and after the tests"}
+	}
+	var problems []string
+	ds, dr := after[0]-before[0], after[1]-before[1]
+	fmt.Printf("\nrxe0 hw_counters: sent_pkts %d -> %d (+%d), rcvd_pkts %d -> %d (+%d); tests sent %d datagrams\n",
+		before[0], after[0], ds, before[1], after[1], dr, sent)
+	if sent <= 0 {
+		problems = append(problems, "the tests report no datagrams sent")
+	}
+	if ds < sent {
+		problems = append(problems, fmt.Sprintf("rxe0 sent_pkts rose by %d, less than the %d datagrams sent", ds, sent))
+	}
+	if dr < sent {
+		problems = append(problems, fmt.Sprintf("rxe0 rcvd_pkts rose by %d, less than the %d datagrams sent", dr, sent))
+	}
+	return problems
 }
 
 func (s *suite) record(ev event) {
