@@ -19,8 +19,8 @@ import (
 // instrument, the last definition, status, quote and trade, byte-identical,
 // and the channel sequence they reflect.
 //
-// Store and state are fed together from each packet, in one pass under one
-// lock, so that a snapshot reflecting sequence S and the store agree: the
+// The store and the state are fed together from each packet, in one pass under
+// one lock, so that a snapshot reflecting sequence S and the store agree: the
 // store's next sequence is S+1 at that moment, and a subscriber that loads
 // the snapshot can retransmit S+1 onwards.
 //
