@@ -7,14 +7,36 @@ import (
 )
 
 // Channel is the recovery data of one channel: its retransmission store and
-// its snapshot state, fed together from each data packet under one lock, so
-// that a snapshot reflecting sequence S and the store agree: the store's
-// next sequence is S+1 at that moment, and a subscriber that loads the
-// snapshot can retransmit S+1 onwards.
+// its snapshot state. The publisher gives it every data packet it sends
+// (OnPacket); a Server answers subscribers' requests from it.
+//
+// The store keeps the latest messages of the channel's current session,
+// byte-identical to those sent, so that a retransmission is the original
+// bytes; it looks them up by sequence in O(1) and evicts the oldest beyond
+// StoreConfig's MaxMessages or MaxBytes. A read of a range no longer held
+// gets a *TooOldError naming the oldest sequence still held: the subscriber
+// then loads the snapshot instead. The snapshot state keeps, per
+// instrument, the last definition, status, quote and trade, byte-identical,
+// and the channel sequence they reflect.
+//
+// The store and the state are fed together from each packet, in one pass under
+// one lock, so that a snapshot reflecting sequence S and the store agree: the
+// store's next sequence is S+1 at that moment, and a subscriber that loads
+// the snapshot can retransmit S+1 onwards.
+//
+// # Locking
 //
 // A Channel is safe for one goroutine calling OnPacket (the publisher's) and
-// any number calling the other methods. Readers hold the read lock while
-// their callback runs; see the top of store.go.
+// any number calling the other methods. It uses a sync.RWMutex: OnPacket
+// validates the packet first, then takes the write lock only for indexing
+// and copying the packet's messages into the store and the state (a memcpy
+// of at most one datagram; a growth of the store's rings, rare, copies the
+// held bytes). Read and Snapshot hold the read lock for the whole call,
+// including the calls of their callback. Since OnPacket runs on the
+// publisher's goroutine, a callback must be quick and must not block (copy
+// the message into a reply buffer; send it after Read returns), and a reader
+// should read a bounded range at a time: while a reader holds the lock the
+// publisher waits for it.
 type Channel struct {
 	mu    sync.RWMutex
 	store ring
@@ -38,10 +60,12 @@ func NewChannel(cfg StoreConfig) (*Channel, error) {
 // has sequence firstSeq, exactly as sent (it has the shape of
 // PublisherConfig.OnPacket without the channel number). Every message is
 // appended to the store and applied to the state in one pass under the
-// write lock. The rules of Store.Append apply: a new session resets store
-// and state and must start at sequence 1, and within a session firstSeq
-// must be the next sequence, else OnPacket returns a *SequenceError and
-// records nothing. pkt is not retained. OnPacket does not allocate once the
+// write lock. The packet's header must agree with session and firstSeq. A
+// session other than the channel's resets store and state; its first packet
+// must start at sequence 1. Within a session firstSeq must equal Next(),
+// else OnPacket returns a *SequenceError and records nothing. A packet
+// without messages (heartbeat, end of session) records nothing but is
+// checked the same way and may start a session. pkt is not retained. OnPacket does not allocate once the
 // store has reached its limits, except when the state meets a new
 // instrument or a longer message than before for a slot.
 func (c *Channel) OnPacket(session mold.Session, firstSeq uint64, pkt []byte) error {
@@ -81,18 +105,29 @@ func (c *Channel) Ended() bool {
 	return c.ended
 }
 
-// Read calls fn for each message of session from .. from+count-1, in order,
-// under the read lock; see Store.Read for the errors and the rules for fn.
+// Read calls fn for each message of session with sequence from ..
+// from+count-1, in order, under the read lock. msg is the message's bytes as
+// sent; it aliases the store and is valid only during the call: fn must not
+// retain it and must not block (see Locking above). The whole range is
+// checked before fn is first called: Read returns ErrUnknownSession if
+// session is not the channel's, a *TooOldError if part of the range was
+// evicted, a *NotYetError if part of it was not published yet. An error
+// returned by fn stops Read and is returned as is.
 func (c *Channel) Read(session mold.Session, from uint64, count int, fn func(seq uint64, msg []byte) error) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.store.read(session, from, count, fn)
 }
 
-// Snapshot calls fn with every message of the channel's snapshot state under
-// the read lock and returns the session and the sequence S it reflects; the
-// channel's next sequence is then S+1. See State.Snapshot for the order and
-// the rules for fn.
+// Snapshot calls fn with every message of the channel's snapshot state,
+// under the read lock: instruments in ascending id order, and for each its
+// definition, status, quote and trade, those it has, byte-identical to the
+// messages published. It returns the session and the sequence S the
+// snapshot reflects (every message up to and including S, none after); the
+// channel's next sequence is then S+1. msg is valid only during the call,
+// and fn must be quick and must not block (see Locking above). Snapshot
+// returns ErrUnknownSession if no packet was recorded yet, and stops at and
+// returns the first error of fn.
 func (c *Channel) Snapshot(fn func(msg []byte) error) (session mold.Session, seq uint64, err error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

@@ -3,7 +3,6 @@ package recovery
 import (
 	"encoding/binary"
 	"slices"
-	"sync"
 
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/mold"
@@ -58,17 +57,11 @@ func newInstrument() *instrument {
 	return in
 }
 
-// State is the snapshot state of one channel: for each instrument the last
+// state is the snapshot state of one channel: for each instrument the last
 // definition ('I'), trading status ('S'), quote ('Q') and trade ('T'),
 // byte-identical to the messages published, and the channel sequence the
-// state reflects. It is safe for one goroutine calling Apply and any number
-// calling Snapshot. Create it with NewState.
-type State struct {
-	mu sync.RWMutex
-	st state
-}
-
-// state is the State without its lock; Channel uses it under its own lock.
+// state reflects. It has no lock of its own; Channel feeds it from each
+// packet together with its ring, under its lock.
 type state struct {
 	session    mold.Session
 	hasSession bool
@@ -76,25 +69,6 @@ type state struct {
 	dense      []*instrument // index: instrument id < denseIDs
 	sparse     map[uint32]*instrument
 	sparseIDs  []uint32 // keys of sparse, ascending
-}
-
-// NewState returns an empty state.
-func NewState() *State { return &State{} }
-
-// Apply applies message seq of session, in publish order. A session other
-// than the state's resets the state first. A definition, status, quote or
-// trade replaces the instrument's previous message of that type (a copy of
-// msg is kept; msg is not retained); messages of other types, and messages
-// shorter than the feed.HeaderLen-byte header, only advance the sequence.
-// Apply allocates only for an instrument not seen before in the session or a
-// message longer than any seen before for its slot.
-func (s *State) Apply(session mold.Session, seq uint64, msg []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.st.hasSession || session != s.st.session {
-		s.st.reset(session, 0)
-	}
-	s.st.apply(seq, msg)
 }
 
 // reset empties the state for a new session that reflects sequence seq
@@ -109,6 +83,13 @@ func (st *state) reset(session mold.Session, seq uint64) {
 	st.sparseIDs = st.sparseIDs[:0]
 }
 
+// apply applies message seq of the state's session, in publish order. A
+// definition, status, quote or trade replaces the instrument's previous
+// message of that type (a copy of msg is kept; msg is not retained);
+// messages of other types, and messages shorter than the feed.HeaderLen-byte
+// header, only advance the sequence. apply allocates only for an instrument
+// not seen before in the session or a message longer than any seen before
+// for its slot.
 func (st *state) apply(seq uint64, msg []byte) {
 	st.seq = seq
 	if len(msg) < feed.HeaderLen {
@@ -156,20 +137,12 @@ func (st *state) instrument(id uint32) *instrument {
 	return in
 }
 
-// Snapshot calls fn with every message of the state: instruments in
+// snapshot calls fn with every message of the state: instruments in
 // ascending id order, and for each its definition, status, quote and trade,
-// those it has. It returns the session and the channel sequence the
-// snapshot reflects: every message up to and including seq, none after. The
-// snapshot is consistent: it is taken under the state's read lock, so fn
-// must be quick and must not block (it holds up Apply); msg is valid only
-// during the call. Snapshot returns ErrUnknownSession if nothing was applied
-// yet, and stops at and returns the first error of fn.
-func (s *State) Snapshot(fn func(msg []byte) error) (session mold.Session, seq uint64, err error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.st.snapshot(fn)
-}
-
+// those it has; msg is valid only during the call. It returns the session
+// and the channel sequence the state reflects: every message up to and
+// including seq, none after. It returns ErrUnknownSession if the state has
+// no session yet, and stops at and returns the first error of fn.
 func (st *state) snapshot(fn func(msg []byte) error) (mold.Session, uint64, error) {
 	if !st.hasSession {
 		return mold.Session{}, 0, ErrUnknownSession

@@ -53,18 +53,19 @@ func snapshotAll(t testing.TB, snap func(func([]byte) error) (mold.Session, uint
 }
 
 func TestStateSnapshot(t *testing.T) {
-	st := NewState()
-	if _, _, err := st.Snapshot(func([]byte) error { return nil }); err != ErrUnknownSession {
+	var st state
+	if _, _, err := st.snapshot(func([]byte) error { return nil }); err != ErrUnknownSession {
 		t.Fatalf("snapshot of empty state: %v", err)
 	}
 	a := mustSession(t, "ST00000001")
+	st.reset(a, 0)
 	ids := []uint32{7, 0, 1<<20 - 1, 1 << 20, 5_000_000, 1<<32 - 1, 3, 2_000_000}
 	types := []feed.Type{feed.TypeTrade, feed.TypeQuote, feed.TypeStatus, feed.TypeDefinition}
 	last := map[[2]uint32][]byte{}
 	seq := uint64(0)
 	apply := func(msg []byte) {
 		seq++
-		st.Apply(a, seq, msg)
+		st.apply(seq, msg)
 	}
 	for round := range 5 {
 		for i, id := range ids {
@@ -89,7 +90,7 @@ func TestStateSnapshot(t *testing.T) {
 				apply(nil)
 			}
 		}
-		sess, gotSeq, got := snapshotAll(t, st.Snapshot)
+		sess, gotSeq, got := snapshotAll(t, st.snapshot)
 		if sess != a || gotSeq != seq {
 			t.Fatalf("snapshot: session %v seq %d, want %v %d", sess, gotSeq, a, seq)
 		}
@@ -110,14 +111,15 @@ func TestStateSnapshot(t *testing.T) {
 	// fn's error stops the snapshot and is returned.
 	stop := errors.New("stop")
 	calls := 0
-	if _, _, err := st.Snapshot(func([]byte) error { calls++; return stop }); err != stop || calls != 1 {
+	if _, _, err := st.snapshot(func([]byte) error { calls++; return stop }); err != stop || calls != 1 {
 		t.Errorf("fn error: %v after %d calls", err, calls)
 	}
 	// A new session resets the state.
 	b := mustSession(t, "ST00000002")
 	q := encodeMsg(t, feed.TypeQuote, 9, 1)
-	st.Apply(b, 1, q)
-	sess, gotSeq, got := snapshotAll(t, st.Snapshot)
+	st.reset(b, 0)
+	st.apply(1, q)
+	sess, gotSeq, got := snapshotAll(t, st.snapshot)
 	if sess != b || gotSeq != 1 || sameMessages(got, [][]byte{q}) != nil {
 		t.Errorf("after new session: %v %d %d messages", sess, gotSeq, len(got))
 	}
@@ -137,8 +139,8 @@ func sameMessages(got, want [][]byte) error {
 }
 
 func TestStateApplyAllocs(t *testing.T) {
-	st := NewState()
-	sess := mustSession(t, "SA00000001")
+	var st state
+	st.reset(mustSession(t, "SA00000001"), 0)
 	var msgs [][]byte
 	for id := uint32(1); id <= 100; id++ {
 		for _, typ := range []feed.Type{feed.TypeDefinition, feed.TypeStatus, feed.TypeQuote, feed.TypeTrade, feed.TypeLevelDelta} {
@@ -149,14 +151,14 @@ func TestStateApplyAllocs(t *testing.T) {
 	seq := uint64(0)
 	for _, m := range msgs {
 		seq++
-		st.Apply(sess, seq, m)
+		st.apply(seq, m)
 	}
 	i := 0
 	const perRound = 1000
 	testenv.NoAllocs(t, "Apply", 20, perRound, func() {
 		for range perRound {
 			seq++
-			st.Apply(sess, seq, msgs[i%len(msgs)])
+			st.apply(seq, msgs[i%len(msgs)])
 			i++
 		}
 	})
@@ -193,8 +195,9 @@ func BenchmarkSnapshot(b *testing.B) {
 }
 
 func BenchmarkApply(b *testing.B) {
-	st := NewState()
+	var st state
 	s := newStream(b, "BP00000001", 1000, 15, true)
+	st.reset(s.session, 0)
 	var msgs [][]byte
 	for s.seq < 10_000 {
 		s.packet(20, func(_ uint64, msg []byte) { msgs = append(msgs, clone(msg)) })
@@ -203,6 +206,6 @@ func BenchmarkApply(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		seq++
-		st.Apply(s.session, seq, msgs[i%len(msgs)])
+		st.apply(seq, msgs[i%len(msgs)])
 	}
 }

@@ -1,73 +1,14 @@
 package recovery
 
-// Feed-handler side storage: Store, State and Channel.
-//
-// # Store: the retransmission store of one channel
-//
-// A Store keeps the most recent messages of one MoldUDP64 stream (one
-// session of one channel) so that lost messages can be sent again
-// byte-identical. It has two rings:
-//
-//   - an index ring of entries {pos, len}, one per message, where the
-//     message with sequence s lives at entries[s % len(entries)]. The held
-//     messages are the contiguous range oldest..next-1, so a lookup by
-//     sequence is one modulo and one load: O(1), no search.
-//   - a byte ring holding the message bytes back to back. Positions are
-//     logical (they only grow); a message at logical position p starts at
-//     byte p % len(buf). A message never wraps: if it does not fit between
-//     the write position and the end of the ring, the write position
-//     skips to the start of the ring and the skipped tail counts as used
-//     until the message before it is evicted. The bytes in use, wasted
-//     tails included, are therefore write position - position of the
-//     oldest message, which is what is compared with the ring's size.
-//
-// Eviction: before a message is written, the oldest messages are dropped
-// while the index ring is full (MaxMessages) or the new message would make
-// the span of used bytes exceed the byte ring (MaxBytes). A request for an
-// evicted message gets a *TooOldError naming the oldest sequence still held;
-// the subscriber then loads the snapshot instead.
-//
-// Both rings start small and double, up to MaxMessages and MaxBytes, while
-// the store fills, so a channel that carries little traffic does not pin
-// the full budget. A growth lays the held messages out again from the start
-// of the new ring; it happens at most a few dozen times in a store's life.
-// Once the rings reach their limits, Append allocates nothing.
-//
-// A new session (the feed handler restarted the stream) resets the store;
-// its first packet must start at sequence 1. Appends must continue the
-// stream exactly: a packet whose first sequence is not Next() is rejected, so
-// the store never holds a hole it does not know about.
-//
-// # Locking
-//
-// A Store is safe for one appender and any number of concurrent readers. It
-// uses a sync.RWMutex: Append validates the packet first, then takes the
-// write lock only for indexing and copying the packet's messages (a memcpy
-// of at most one datagram; a ring growth, rare, copies the held bytes), readers
-// take the read lock for the whole of Read, including the calls of their
-// callback. Since the appender is the publisher's goroutine, a Read callback
-// must be quick and must not block (copy the message into a reply buffer;
-// send it after Read returns) and a reader should read a bounded range at a
-// time: while a reader holds the lock the publisher waits for it.
-//
-// # State and Channel
-//
-// State keeps, per instrument, the last definition, status, quote and trade
-// message bytes and the channel sequence they reflect, for snapshots. Channel
-// puts a Store and a State behind one lock and feeds both from each packet in
-// one pass, so that a snapshot reflecting sequence S and the store agree: a
-// subscriber that loads the snapshot at S can retransmit from S+1.
-
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/mold"
 )
 
-// Default limits of a Store.
+// Default limits of a Channel's retransmission store.
 const (
 	// DefaultMaxMessages is the default StoreConfig.MaxMessages.
 	DefaultMaxMessages = 1 << 20
@@ -82,7 +23,7 @@ const (
 	initialBytes   = 1 << 18
 )
 
-// StoreConfig configures a Store.
+// StoreConfig configures the retransmission store of a Channel.
 type StoreConfig struct {
 	// MaxMessages is the most messages the store holds; older ones are
 	// evicted. 0 means DefaultMaxMessages.
@@ -171,7 +112,7 @@ func (e *NotYetError) Is(target error) bool { return target == ErrNotYet }
 // SequenceError reports an append that does not continue the stream.
 type SequenceError struct {
 	Session  mold.Session
-	Expected uint64 // the store's Next(), or 1 for a new session
+	Expected uint64 // the channel's Next(), or 1 for a new session
 	Got      uint64 // the packet's first sequence
 }
 
@@ -185,18 +126,41 @@ type entry struct {
 	n   uint32 // message length
 }
 
-// Store is a bounded retransmission store for one channel: the latest
-// messages of its current session, byte-identical, looked up by sequence in
-// O(1), the oldest evicted beyond MaxMessages or MaxBytes. It is safe for one
-// appender and any number of concurrent readers; readers' callbacks run
-// under a read lock. The comment at the top of store.go describes the ring
-// layout, eviction and locking. Create it with NewStore.
-type Store struct {
-	mu   sync.RWMutex
-	ring ring
-}
-
-// ring is the Store without its lock; Channel uses it under its own lock.
+// ring is the retransmission store of one channel: the latest messages of
+// its current session (one MoldUDP64 stream), kept byte-identical so that
+// lost messages can be sent again, looked up by sequence in O(1). It has no
+// lock of its own; Channel uses it under its lock. It has two rings:
+//
+//   - an index ring of entries {pos, len}, one per message, where the
+//     message with sequence s lives at entries[s % len(entries)]. The held
+//     messages are the contiguous range oldest..next-1, so a lookup by
+//     sequence is one modulo and one load: O(1), no search.
+//   - a byte ring holding the message bytes back to back. Positions are
+//     logical (they only grow); a message at logical position p starts at
+//     byte p % len(buf). A message never wraps: if it does not fit between
+//     the write position and the end of the ring, the write position
+//     skips to the start of the ring and the skipped tail counts as used
+//     until the message before it is evicted. The bytes in use, wasted
+//     tails included, are therefore write position - position of the
+//     oldest message, which is what is compared with the ring's size.
+//
+// Eviction: before a message is written, the oldest messages are dropped
+// while the index ring is full (MaxMessages) or the new message would make
+// the span of used bytes exceed the byte ring (MaxBytes). A read of an
+// evicted message gets a *TooOldError naming the oldest sequence still held;
+// the subscriber then loads the snapshot instead.
+//
+// Growth: both rings start small (initialEntries, initialBytes) and double,
+// up to MaxMessages and MaxBytes, while the store fills, so a channel that
+// carries little traffic does not pin the full budget. A growth lays the
+// held messages out again from the start of the new ring; it happens at
+// most a few dozen times in a store's life. Once the rings reach their
+// limits, put allocates nothing.
+//
+// A new session (the feed handler restarted the stream) resets the ring;
+// its first packet must start at sequence 1. Packets must continue the
+// stream exactly: begin rejects a packet whose first sequence is not next,
+// so the ring never holds a hole it does not know about.
 type ring struct {
 	cfg        StoreConfig
 	session    mold.Session
@@ -209,52 +173,13 @@ type ring struct {
 	bytes      int    // message bytes held (without wasted tails)
 }
 
-// NewStore returns an empty store. Zero fields of cfg take their defaults.
-func NewStore(cfg StoreConfig) (*Store, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	s := &Store{}
-	s.ring.init(cfg)
-	return s, nil
-}
-
+// init sets up an empty ring with the limits of cfg, which is valid and has
+// its defaults set.
 func (r *ring) init(cfg StoreConfig) {
 	r.cfg = cfg
 	r.entries = make([]entry, min(cfg.MaxMessages, initialEntries))
 	r.buf = make([]byte, min(cfg.MaxBytes, initialBytes))
 	r.oldest, r.next = 1, 1
-}
-
-// Append stores every message of pkt, a MoldUDP64 data packet of session
-// whose first message has sequence firstSeq, exactly as it was sent. The
-// packet's header must agree with session and firstSeq. A session other
-// than the store's resets the store; its first packet must start at
-// sequence 1. Within a session firstSeq must equal Next(), else Append
-// returns a *SequenceError and stores nothing. A packet without messages
-// (heartbeat, end of session) stores nothing but is checked the same way
-// and may start a session. Append does not retain pkt and does not allocate
-// once the store has grown to its limits.
-func (s *Store) Append(session mold.Session, firstSeq uint64, pkt []byte) error {
-	p, err := checkPacket(session, firstSeq, pkt)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.ring.begin(session, firstSeq); err != nil {
-		return err
-	}
-	it := p.Iter()
-	for {
-		msg, _, ok := it.Next()
-		if !ok {
-			break
-		}
-		s.ring.put(msg)
-	}
-	return nil
 }
 
 // checkPacket validates pkt and that its header names session and firstSeq.
@@ -378,20 +303,12 @@ func (r *ring) growBytes(n uint64) {
 	r.w = pos
 }
 
-// Read calls fn for each message of session with sequence from ..
-// from+count-1, in order. msg aliases the store and is valid only during the
-// call; fn must not retain it and must not block (it runs under the store's
-// read lock, see the top of store.go). The whole range is checked before fn
-// is first called: Read returns ErrUnknownSession if session is not the
-// store's, a *TooOldError if part of the range was evicted, a *NotYetError if
-// part of it was not appended yet. An error returned by fn stops Read and is
-// returned as is.
-func (s *Store) Read(session mold.Session, from uint64, count int, fn func(seq uint64, msg []byte) error) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.ring.read(session, from, count, fn)
-}
-
+// read calls fn for each message of session with sequence from ..
+// from+count-1, in order; msg aliases the ring and is valid only during the
+// call. The whole range is checked before fn is first called: read returns
+// ErrUnknownSession if session is not the ring's, a *TooOldError if part of
+// the range was evicted, a *NotYetError if part of it was not appended yet.
+// An error returned by fn stops read and is returned as is.
 func (r *ring) read(session mold.Session, from uint64, count int, fn func(seq uint64, msg []byte) error) error {
 	if !r.hasSession || session != r.session {
 		return ErrUnknownSession
@@ -416,34 +333,4 @@ func (r *ring) read(session mold.Session, from uint64, count int, fn func(seq ui
 		}
 	}
 	return nil
-}
-
-// Session returns the store's session, and false if nothing was appended
-// yet.
-func (s *Store) Session() (mold.Session, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.ring.session, s.ring.hasSession
-}
-
-// Oldest returns the oldest sequence the store holds, or Next() when it is
-// empty.
-func (s *Store) Oldest() uint64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.ring.oldest
-}
-
-// Next returns the sequence the next appended message will have.
-func (s *Store) Next() uint64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.ring.next
-}
-
-// Len returns the number of messages held and the sum of their lengths.
-func (s *Store) Len() (messages, bytes int) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return int(s.ring.count()), s.ring.bytes
 }

@@ -1,35 +1,26 @@
 package recovery
 
+// The retransmission store (ring) is tested through Channel, its only user:
+// OnPacket appends, and Read, Session, Oldest, Next and Len are the store's.
+
 import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/tickcast/tickcast/config"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/feed"
-	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/mold"
 )
 
-func newTestStore(t testing.TB, cfg StoreConfig) *Store {
-	t.Helper()
-	s, err := NewStore(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // readAll reads from..from+count-1 and returns copies of the messages,
 // checking that fn sees consecutive sequences.
-func readAll(t testing.TB, r interface {
-	Read(mold.Session, uint64, int, func(uint64, []byte) error) error
-}, session mold.Session, from uint64, count int) ([][]byte, error) {
+func readAll(t testing.TB, r *Channel, session mold.Session, from uint64, count int) ([][]byte, error) {
 	t.Helper()
 	var out [][]byte
 	want := from
@@ -55,14 +46,12 @@ func TestStoreConfig(t *testing.T) {
 		{StoreConfig{MaxMessages: 1 << 41}, "MaxMessages"},
 		{StoreConfig{MaxBytes: 1 << 41}, "MaxBytes"},
 	} {
-		_, err := NewStore(tc.cfg)
-		checkConfigError(t, err, "StoreConfig", tc.field)
-		_, err = NewChannel(tc.cfg)
+		_, err := NewChannel(tc.cfg)
 		checkConfigError(t, err, "StoreConfig", tc.field)
 	}
-	s := newTestStore(t, StoreConfig{})
-	if s.ring.cfg.MaxMessages != DefaultMaxMessages || s.ring.cfg.MaxBytes != DefaultMaxBytes {
-		t.Errorf("defaults: got %+v", s.ring.cfg)
+	s := newTestChannel(t, StoreConfig{})
+	if s.store.cfg.MaxMessages != DefaultMaxMessages || s.store.cfg.MaxBytes != DefaultMaxBytes {
+		t.Errorf("defaults: got %+v", s.store.cfg)
 	}
 	if _, ok := s.Session(); ok {
 		t.Error("new store has a session")
@@ -74,11 +63,11 @@ func TestStoreConfig(t *testing.T) {
 
 func TestStoreRoundTrip(t *testing.T) {
 	st := newStream(t, "RT00000001", 50, 1, true)
-	s := newTestStore(t, StoreConfig{})
+	s := newTestChannel(t, StoreConfig{})
 	var want [][]byte
 	for range 500 {
 		first, pkt := st.packet(20, func(_ uint64, msg []byte) { want = append(want, clone(msg)) })
-		if err := s.Append(st.session, first, pkt); err != nil {
+		if err := s.OnPacket(st.session, first, pkt); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -131,7 +120,7 @@ func fixedMsg(seq uint64, l int) []byte {
 	return b
 }
 
-func checkBoundaries(t *testing.T, s *Store, session mold.Session, wantHeld int, msgOf func(uint64) []byte) {
+func checkBoundaries(t *testing.T, s *Channel, session mold.Session, wantHeld int, msgOf func(uint64) []byte) {
 	t.Helper()
 	oldest, next := s.Oldest(), s.Next()
 	if int(next-oldest) != wantHeld {
@@ -172,12 +161,12 @@ func TestStoreEvictByCount(t *testing.T) {
 	// while filling, then evicts.
 	for _, max := range []int{100, 10_000} {
 		t.Run(fmt.Sprint(max), func(t *testing.T) {
-			s := newTestStore(t, StoreConfig{MaxMessages: max})
+			s := newTestChannel(t, StoreConfig{MaxMessages: max})
 			st := newStream(t, "EC00000001", 30, 2, false)
 			all := map[uint64][]byte{}
 			for pkt := 0; st.seq < uint64(5*max); pkt++ {
 				first, p := st.packet(7, func(seq uint64, msg []byte) { all[seq] = clone(msg) })
-				if err := s.Append(st.session, first, p); err != nil {
+				if err := s.OnPacket(st.session, first, p); err != nil {
 					t.Fatal(err)
 				}
 				near := func(x int) bool { return int(st.seq) >= x && int(st.seq) < x+14 }
@@ -211,14 +200,14 @@ func TestStoreEvictByBytes(t *testing.T) {
 		{1<<20 + 7, 333},
 	} {
 		t.Run(fmt.Sprintf("%d/%d", tc.maxBytes, tc.msgLen), func(t *testing.T) {
-			s := newTestStore(t, StoreConfig{MaxBytes: tc.maxBytes})
+			s := newTestChannel(t, StoreConfig{MaxBytes: tc.maxBytes})
 			session := mustSession(t, "EB00000001")
 			perLap := tc.maxBytes / tc.msgLen
 			msgOf := func(seq uint64) []byte { return fixedMsg(seq, tc.msgLen) }
 			next := uint64(1)
 			for next <= uint64(5*perLap) {
 				msgs := [][]byte{msgOf(next), msgOf(next + 1), msgOf(next + 2)}
-				if err := s.Append(session, next, rawPacket(t, session, next, msgs...)); err != nil {
+				if err := s.OnPacket(session, next, rawPacket(t, session, next, msgs...)); err != nil {
 					t.Fatal(err)
 				}
 				next += 3
@@ -249,7 +238,7 @@ func TestStoreWrapManyCycles(t *testing.T) {
 		{1<<20 + 13, 5000, 12, 37},
 	} {
 		t.Run(fmt.Sprint(tc.maxBytes), func(t *testing.T) {
-			s := newTestStore(t, StoreConfig{MaxBytes: tc.maxBytes, MaxMessages: tc.maxMessages})
+			s := newTestChannel(t, StoreConfig{MaxBytes: tc.maxBytes, MaxMessages: tc.maxMessages})
 			session := mustSession(t, "WR00000001")
 			rng := rand.New(rand.NewPCG(5, 6))
 			all := map[uint64][]byte{}
@@ -267,7 +256,7 @@ func TestStoreWrapManyCycles(t *testing.T) {
 					all[next+uint64(i)] = msgs[i]
 					written += l
 				}
-				if err := s.Append(session, next, rawPacket(t, session, next, msgs...)); err != nil {
+				if err := s.OnPacket(session, next, rawPacket(t, session, next, msgs...)); err != nil {
 					t.Fatal(err)
 				}
 				next += uint64(k)
@@ -310,15 +299,15 @@ func TestStoreWrapManyCycles(t *testing.T) {
 					t.Fatalf("evicted %d although %d+%d bytes fit", oldest-1, sum, len(prev))
 				}
 			}
-			if len(s.ring.buf) != tc.maxBytes {
-				t.Errorf("byte ring of %d bytes, want %d", len(s.ring.buf), tc.maxBytes)
+			if len(s.store.buf) != tc.maxBytes {
+				t.Errorf("byte ring of %d bytes, want %d", len(s.store.buf), tc.maxBytes)
 			}
 		})
 	}
 }
 
 func TestStoreZeroLength(t *testing.T) {
-	s := newTestStore(t, StoreConfig{MaxMessages: 1000})
+	s := newTestChannel(t, StoreConfig{MaxMessages: 1000})
 	session := mustSession(t, "ZL00000001")
 	next := uint64(1)
 	for range 500 {
@@ -326,7 +315,7 @@ func TestStoreZeroLength(t *testing.T) {
 		for i := range msgs {
 			msgs[i] = []byte{}
 		}
-		if err := s.Append(session, next, rawPacket(t, session, next, msgs...)); err != nil {
+		if err := s.OnPacket(session, next, rawPacket(t, session, next, msgs...)); err != nil {
 			t.Fatal(err)
 		}
 		next += 9
@@ -349,7 +338,7 @@ func TestStoreZeroLength(t *testing.T) {
 }
 
 func TestStoreErrors(t *testing.T) {
-	s := newTestStore(t, StoreConfig{})
+	s := newTestChannel(t, StoreConfig{})
 	a := mustSession(t, "AAAAAAAAA1")
 	b := mustSession(t, "BBBBBBBBB2")
 	msg := []byte("hello")
@@ -359,7 +348,7 @@ func TestStoreErrors(t *testing.T) {
 		t.Errorf("read of empty store: %v, want ErrUnknownSession", err)
 	}
 	// A new session must start at 1.
-	err := s.Append(a, 5, rawPacket(t, a, 5, msg))
+	err := s.OnPacket(a, 5, rawPacket(t, a, 5, msg))
 	var se *SequenceError
 	if !errors.As(err, &se) || se.Expected != 1 || se.Got != 5 || !strings.Contains(err.Error(), "AAAAAAAAA1") {
 		t.Fatalf("append at 5 to empty store: %v", err)
@@ -367,12 +356,12 @@ func TestStoreErrors(t *testing.T) {
 	if _, ok := s.Session(); ok {
 		t.Fatal("rejected append set the session")
 	}
-	if err := s.Append(a, 1, rawPacket(t, a, 1, msg, msg, msg)); err != nil {
+	if err := s.OnPacket(a, 1, rawPacket(t, a, 1, msg, msg, msg)); err != nil {
 		t.Fatal(err)
 	}
 	// Gap and duplicate are rejected and change nothing.
 	for _, first := range []uint64{5, 3, 1} {
-		err := s.Append(a, first, rawPacket(t, a, first, msg))
+		err := s.OnPacket(a, first, rawPacket(t, a, first, msg))
 		if !errors.As(err, &se) || se.Expected != 4 || se.Got != first ||
 			!strings.Contains(err.Error(), fmt.Sprintf("sequence %d, expected 4", first)) {
 			t.Errorf("append at %d: %v", first, err)
@@ -382,18 +371,18 @@ func TestStoreErrors(t *testing.T) {
 		t.Fatalf("next %d after rejected appends", s.Next())
 	}
 	// Header disagreeing with the arguments, malformed packet.
-	if err := s.Append(a, 4, rawPacket(t, a, 5, msg)); err == nil || !strings.Contains(err.Error(), "header") {
+	if err := s.OnPacket(a, 4, rawPacket(t, a, 5, msg)); err == nil || !strings.Contains(err.Error(), "header") {
 		t.Errorf("mismatched header: %v", err)
 	}
-	if err := s.Append(b, 1, rawPacket(t, a, 1, msg)); err == nil {
+	if err := s.OnPacket(b, 1, rawPacket(t, a, 1, msg)); err == nil {
 		t.Error("mismatched session accepted")
 	}
 	bad := rawPacket(t, a, 4, msg)
-	if err := s.Append(a, 4, bad[:len(bad)-1]); !errors.Is(err, mold.ErrBlockPastEnd) {
+	if err := s.OnPacket(a, 4, bad[:len(bad)-1]); !errors.Is(err, mold.ErrBlockPastEnd) {
 		t.Errorf("truncated packet: %v", err)
 	}
 	// Heartbeat continuing the stream is fine and stores nothing.
-	if err := s.Append(a, 4, mold.AppendHeartbeat(nil, a, 4)); err != nil {
+	if err := s.OnPacket(a, 4, mold.AppendHeartbeat(nil, a, 4)); err != nil {
 		t.Errorf("heartbeat: %v", err)
 	}
 	// Reads: unknown session, bad arguments, not yet.
@@ -419,7 +408,7 @@ func TestStoreErrors(t *testing.T) {
 		t.Errorf("fn error: %v after %d calls", err, calls)
 	}
 	// A new session resets the store.
-	if err := s.Append(b, 1, rawPacket(t, b, 1, []byte("x"))); err != nil {
+	if err := s.OnPacket(b, 1, rawPacket(t, b, 1, []byte("x"))); err != nil {
 		t.Fatal(err)
 	}
 	if sess, _ := s.Session(); sess != b || s.Oldest() != 1 || s.Next() != 2 {
@@ -437,7 +426,7 @@ func TestStoreErrors(t *testing.T) {
 	}
 	// A new session starting with a heartbeat at 1.
 	c := mustSession(t, "CCCCCCCCC3")
-	if err := s.Append(c, 1, mold.AppendHeartbeat(nil, c, 1)); err != nil {
+	if err := s.OnPacket(c, 1, mold.AppendHeartbeat(nil, c, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if sess, _ := s.Session(); sess != c || s.Oldest() != 1 || s.Next() != 1 {
@@ -445,12 +434,12 @@ func TestStoreErrors(t *testing.T) {
 	}
 }
 
-// TestStoreConcurrentReaders runs readers against a store being appended to
-// (run with -race). Message content is a function of the sequence, so a
+// TestStoreConcurrentReaders runs readers against a channel whose store is
+// being appended to (run with -race). Message content is a function of the sequence, so a
 // reader checks every message it gets.
 func TestStoreConcurrentReaders(t *testing.T) {
 	const instruments = 40
-	s := newTestStore(t, StoreConfig{MaxMessages: 2000, MaxBytes: 100_000})
+	s := newTestChannel(t, StoreConfig{MaxMessages: 2000, MaxBytes: 100_000})
 	st := newStream(t, "CR00000001", instruments, 9, false)
 	expect := func(syn *feed.Synthetic, seq uint64, m *feed.Msg, buf []byte) []byte {
 		syn.Expect(0, seq, m)
@@ -503,7 +492,7 @@ func TestStoreConcurrentReaders(t *testing.T) {
 	}
 	for st.seq < 200_000 {
 		first, pkt := st.packet(20, nil)
-		if err := s.Append(st.session, first, pkt); err != nil {
+		if err := s.OnPacket(st.session, first, pkt); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -515,75 +504,12 @@ func TestStoreConcurrentReaders(t *testing.T) {
 	}
 }
 
-func TestStoreAllocs(t *testing.T) {
-	s := newTestStore(t, StoreConfig{MaxMessages: 5000, MaxBytes: 200_000})
-	st := newStream(t, "AL00000001", 100, 11, true)
-	// Fill to the limits so that the rings stop growing.
-	for st.seq < 20_000 {
-		first, pkt := st.packet(20, nil)
-		if err := s.Append(st.session, first, pkt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, p := st.packet(20, nil)
-	pkt := clone(p)
-	next := s.Next()
-	const packets = 100
-	testenv.NoAllocs(t, "Append", 20, packets, func() {
-		for range packets {
-			setPacketSeq(pkt, next)
-			if err := s.Append(st.session, next, pkt); err != nil {
-				t.Fatal(err)
-			}
-			next = s.Next()
-		}
-	})
-	var sum int
-	fn := func(_ uint64, msg []byte) error { sum += len(msg); return nil }
-	const reads = 10
-	testenv.NoAllocs(t, "Read of 100 messages", 100, reads, func() {
-		for range reads {
-			if err := s.Read(st.session, s.Next()-100, 100, fn); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
-}
-
-func BenchmarkAppend(b *testing.B) {
-	s := newTestStore(b, StoreConfig{MaxMessages: 1 << 16, MaxBytes: 4 << 20})
-	st := newStream(b, "BA00000001", 1000, 12, false)
-	// Pre-build packets of 20 messages; their sequence field is rewritten.
-	const nPkts = 64
-	pkts := make([][]byte, nPkts)
-	for i := range pkts {
-		_, p := st.packet(20, nil)
-		pkts[i] = clone(p)
-	}
-	next := uint64(1)
-	msgs := 0
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		pkt := pkts[i%nPkts]
-		setPacketSeq(pkt, next)
-		if err := s.Append(st.session, next, pkt); err != nil {
-			b.Fatal(err)
-		}
-		n := s.ring.next - next
-		next += n
-		msgs += int(n)
-	}
-	b.ReportMetric(float64(msgs)/b.Elapsed().Seconds(), "msgs/s")
-	b.ReportMetric(float64(msgs)/float64(b.N), "msgs/op")
-}
-
 func BenchmarkRead(b *testing.B) {
-	s := newTestStore(b, StoreConfig{MaxMessages: 1 << 16, MaxBytes: 4 << 20})
+	s := newTestChannel(b, StoreConfig{MaxMessages: 1 << 16, MaxBytes: 4 << 20})
 	st := newStream(b, "BR00000001", 1000, 13, false)
 	for st.seq < 100_000 {
 		first, pkt := st.packet(20, nil)
-		if err := s.Append(st.session, first, pkt); err != nil {
+		if err := s.OnPacket(st.session, first, pkt); err != nil {
 			b.Fatal(err)
 		}
 	}
