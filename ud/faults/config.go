@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"github.com/tickcast/tickcast/config"
 	"math"
 	"strings"
 	"time"
@@ -57,23 +58,25 @@ func (c Config) Enabled() bool {
 	return c.Loss > 0 || c.Dup > 0 || c.Reorder > 0 || c.Silence
 }
 
-// ConfigError reports a Config field with an invalid value.
-type ConfigError struct {
-	Field  string // the Config field, e.g. "Loss"
-	Value  any    // the rejected value
-	Reason string // what is wrong with it
-}
+// ConfigError reports a Config field with an invalid value: the module's
+// configuration error, config.Error.
+type ConfigError = config.Error
 
-// Error returns "faults: invalid Config.<Field> <value>: <reason>".
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("faults: invalid Config.%s %v: %s", e.Field, e.Value, e.Reason)
+var check = config.Checker{Pkg: "faults", Struct: "Config"}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.BurstLen == 0 {
+		c.BurstLen = DefaultBurstLen
+	}
+	return c
 }
 
 // Validate returns nil if c is usable, or a *ConfigError naming the first
 // invalid field.
 func (c Config) Validate() error {
 	bad := func(field string, value any, reason string) error {
-		return &ConfigError{Field: field, Value: value, Reason: reason}
+		return check.Invalid(field, value, "%s", reason)
 	}
 	for _, p := range []struct {
 		name string

@@ -135,11 +135,9 @@ var _ ud.Receiver = (*Receiver)(nil)
 // describes. The Receiver owns r from then on: use r only through it. cfg
 // errors are *ConfigError.
 func Wrap(r ud.Receiver, cfg Config) (*Receiver, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if cfg.BurstLen == 0 {
-		cfg.BurstLen = DefaultBurstLen
 	}
 	w := &Receiver{
 		Wrapper:     ud.Wrapper{Inner: r},

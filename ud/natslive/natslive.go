@@ -30,6 +30,7 @@ package natslive
 import (
 	"errors"
 	"fmt"
+	"github.com/tickcast/tickcast/config"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,9 +88,8 @@ type Config struct {
 	Notifier *ud.Notifier
 }
 
-// withDefaults returns c with zero fields set to their defaults, or an
-// error naming the first invalid field.
-func (c Config) withDefaults() (Config, error) {
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.RingSlots == 0 {
 		c.RingSlots = DefaultRingSlots
 	}
@@ -105,19 +105,30 @@ func (c Config) withDefaults() (Config, error) {
 	if c.FlushTimeout == 0 {
 		c.FlushTimeout = DefaultFlushTimeout
 	}
+	return c
+}
+
+// ConfigError reports a Config field with an invalid value: the module's
+// configuration error, config.Error.
+type ConfigError = config.Error
+
+var check = config.Checker{Pkg: "natslive", Struct: "Config"}
+
+// validate checks a Config whose defaults are set.
+func (c Config) validate() error {
 	switch {
 	case c.RingSlots < 1 || c.RingSlots > ud.MaxRingSlots || c.RingSlots&(c.RingSlots-1) != 0:
-		return c, fmt.Errorf("natslive: Config.RingSlots %d: want a power of two between 1 and %d", c.RingSlots, ud.MaxRingSlots)
+		return check.Invalid("RingSlots", c.RingSlots, "want a power of two between 1 and %d", ud.MaxRingSlots)
 	case c.MaxDatagram < 1 || c.MaxDatagram > MaxDatagramLimit:
-		return c, fmt.Errorf("natslive: Config.MaxDatagram %d: want 1..%d", c.MaxDatagram, MaxDatagramLimit)
+		return check.Invalid("MaxDatagram", c.MaxDatagram, "want 1..%d", MaxDatagramLimit)
 	case c.PendingMsgs < -1:
-		return c, fmt.Errorf("natslive: Config.PendingMsgs %d: want a positive limit, 0 (default) or -1 (no limit)", c.PendingMsgs)
+		return check.Invalid("PendingMsgs", c.PendingMsgs, "want a positive limit, 0 (default) or -1 (no limit)")
 	case c.PendingBytes < -1:
-		return c, fmt.Errorf("natslive: Config.PendingBytes %d: want a positive limit, 0 (default) or -1 (no limit)", c.PendingBytes)
+		return check.Invalid("PendingBytes", c.PendingBytes, "want a positive limit, 0 (default) or -1 (no limit)")
 	case c.FlushTimeout < 0:
-		return c, fmt.Errorf("natslive: Config.FlushTimeout %v: must not be negative", c.FlushTimeout)
+		return check.Invalid("FlushTimeout", c.FlushTimeout, "must not be negative")
 	}
-	return c, nil
+	return nil
 }
 
 // Receiver receives the datagrams published on one NATS subject into a ring
@@ -166,8 +177,8 @@ func NewReceiver(nc *nats.Conn, subject string, cfg Config) (*Receiver, error) {
 	if subject == "" {
 		return nil, errors.New("natslive: NewReceiver: empty subject")
 	}
-	c, err := cfg.withDefaults()
-	if err != nil {
+	c := cfg.withDefaults()
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	ring, err := ud.NewRing(c.RingSlots, c.MaxDatagram)

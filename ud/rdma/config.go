@@ -2,7 +2,7 @@ package rdma
 
 import (
 	"errors"
-	"fmt"
+	"github.com/tickcast/tickcast/config"
 	"net/netip"
 	"strconv"
 	"time"
@@ -102,21 +102,14 @@ type Config struct {
 	Notifier *ud.Notifier
 }
 
-// ConfigError reports a Config field with an invalid value.
-type ConfigError struct {
-	Field  string // the Config field
-	Value  any    // the rejected value
-	Reason string // what is wrong with it
-}
+// ConfigError reports a Config field with an invalid value: the module's
+// configuration error, config.Error.
+type ConfigError = config.Error
 
-// Error returns "rdma: invalid Config.<Field> <value>: <reason>".
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("rdma: invalid Config.%s %v: %s", e.Field, e.Value, e.Reason)
-}
+var check = config.Checker{Pkg: "rdma", Struct: "Config"}
 
-// withDefaults returns c with zero fields replaced by their defaults, or the
-// first invalid field as a *ConfigError.
-func (c Config) withDefaults() (Config, error) {
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c Config) withDefaults() Config {
 	if c.RingSlots == 0 {
 		c.RingSlots = DefaultRingSlots
 	}
@@ -135,8 +128,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.JoinTimeout == 0 {
 		c.JoinTimeout = DefaultJoinTimeout
 	}
-	bad := func(field string, value any, reason string) (Config, error) {
-		return c, &ConfigError{Field: field, Value: value, Reason: reason}
+	return c
+}
+
+// validate checks a Config whose defaults are set.
+func (c Config) validate() error {
+	bad := func(field string, value any, reason string) error {
+		return check.Invalid(field, value, "%s", reason)
 	}
 	switch {
 	case !c.Group.IsValid():
@@ -164,7 +162,7 @@ func (c Config) withDefaults() (Config, error) {
 	case c.JoinTimeout < 0:
 		return bad("JoinTimeout", c.JoinTimeout, "negative")
 	}
-	return c, nil
+	return nil
 }
 
 // Device describes the RDMA device and port behind an interface address.

@@ -7,7 +7,8 @@ import (
 )
 
 func TestConfigDefaults(t *testing.T) {
-	c, err := Config{Group: netip.MustParseAddr("239.1.2.3"), Interface: netip.MustParseAddr("192.0.2.1")}.withDefaults()
+	c := Config{Group: netip.MustParseAddr("239.1.2.3"), Interface: netip.MustParseAddr("192.0.2.1")}.withDefaults()
+	err := c.validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -15,7 +16,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.MaxInline != DefaultMaxInline || c.JoinTimeout != DefaultJoinTimeout {
 		t.Errorf("defaults not applied: %+v", c)
 	}
-	c, err = Config{Group: netip.MustParseAddr("239.1.2.3"), Interface: netip.MustParseAddr("192.0.2.1"), Batch: 200, SendSlots: 10}.withDefaults()
+	c = Config{Group: netip.MustParseAddr("239.1.2.3"), Interface: netip.MustParseAddr("192.0.2.1"), Batch: 200, SendSlots: 10}.withDefaults()
+	err = c.validate()
 	if err != nil || c.SendSlots != 400 {
 		t.Errorf("SendSlots = %d, %v; want 2*Batch", c.SendSlots, err)
 	}
@@ -38,7 +40,7 @@ func TestConfigInvalid(t *testing.T) {
 		{"Mode", Config{Group: g, Interface: i, Mode: 7}},
 		{"CPU", Config{Group: g, Interface: i, CPU: -2}},
 	} {
-		_, err := tc.c.withDefaults()
+		err := tc.c.withDefaults().validate()
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Field != tc.field {
 			t.Errorf("%+v: got %v, want a ConfigError for %s", tc.c, err, tc.field)

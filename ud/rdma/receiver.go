@@ -57,8 +57,8 @@ var _ ud.Receiver = (*Receiver)(nil)
 // receive loop in cfg.Mode. The error wraps ErrNoDevice, ErrPortNotActive
 // or ErrJoin when that is the cause.
 func NewReceiver(cfg Config) (*Receiver, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
+	c := cfg.withDefaults()
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	// The ring's own buffers are not used (one byte each): every slot is

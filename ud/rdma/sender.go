@@ -40,8 +40,8 @@ var _ ud.Sender = (*Sender)(nil)
 // ErrPortNotActive, ErrTooLarge (cfg.MaxDatagram above the active MTU) or
 // ErrJoin when that is the cause.
 func NewSender(cfg Config) (*Sender, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
+	c := cfg.withDefaults()
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	x, err := openEndpoint(&c, true)

@@ -1,7 +1,7 @@
 package udp
 
 import (
-	"fmt"
+	"github.com/tickcast/tickcast/config"
 	"net/netip"
 	"strconv"
 
@@ -105,21 +105,14 @@ type Config struct {
 	CPU int
 }
 
-// ConfigError reports a Config field with an invalid value.
-type ConfigError struct {
-	Field  string // the Config field, e.g. "Group"
-	Value  any    // the rejected value
-	Reason string // what is wrong with it
-}
+// ConfigError reports a Config field with an invalid value: the module's
+// configuration error, config.Error.
+type ConfigError = config.Error
 
-// Error returns "udp: invalid Config.<Field> <value>: <reason>".
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("udp: invalid Config.%s %v: %s", e.Field, e.Value, e.Reason)
-}
+var check = config.Checker{Pkg: "udp", Struct: "Config"}
 
-// withDefaults returns c with zero fields replaced by their defaults, or the
-// first invalid field as a *ConfigError.
-func (c Config) withDefaults() (Config, error) {
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c Config) withDefaults() Config {
 	if !c.Interface.IsValid() {
 		c.Interface = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	}
@@ -132,13 +125,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxDatagram == 0 {
 		c.MaxDatagram = DefaultMaxDatagram
 	}
-	return c, c.validate()
+	return c
 }
 
 // validate checks every field of a Config whose defaults are applied.
 func (c Config) validate() error {
 	bad := func(field string, value any, reason string) error {
-		return &ConfigError{Field: field, Value: value, Reason: reason}
+		return check.Invalid(field, value, "%s", reason)
 	}
 	switch {
 	case !c.Group.IsValid():

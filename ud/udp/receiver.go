@@ -91,16 +91,16 @@ var _ ud.Receiver = (*Receiver)(nil)
 // NewReceiver opens a socket bound to cfg.Group:cfg.Port, joins the group on
 // cfg.Interface, and starts the receive loop in cfg.Mode.
 func NewReceiver(cfg Config) (*Receiver, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
+	c := cfg.withDefaults()
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	if c.Mode == Direct && c.Notifier == nil {
-		return nil, &ConfigError{Field: "Mode", Value: c.Mode, Reason: "Direct needs a Notifier to wait on the socket"}
+		return nil, check.Invalid("Mode", c.Mode, "Direct needs a Notifier to wait on the socket")
 	}
 	ring, err := ud.NewRing(c.RingSlots, c.MaxDatagram)
 	if err != nil {
-		return nil, &ConfigError{Field: "RingSlots", Value: c.RingSlots, Reason: err.Error()}
+		return nil, check.Invalid("RingSlots", c.RingSlots, "%v", err)
 	}
 	if c.Notifier != nil && c.Mode.Threaded() {
 		ring.SetNotifier(c.Notifier)

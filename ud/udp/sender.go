@@ -44,8 +44,8 @@ var _ ud.Sender = (*Sender)(nil)
 // NewSender opens a socket that sends to cfg.Group:cfg.Port out of
 // cfg.Interface with cfg.TTL and multicast loop as configured.
 func NewSender(cfg Config) (*Sender, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
+	c := cfg.withDefaults()
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	fd, err := newSocket(&c, false)

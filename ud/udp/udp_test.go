@@ -602,7 +602,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		}
 	}
 
-	c, err := good.withDefaults()
+	c := good.withDefaults()
+	err := c.validate()
 	if err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
@@ -610,7 +611,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		c.Interface != netip.AddrFrom4([4]byte{127, 0, 0, 1}) {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
-	if _, err := (Config{Group: good.Group, Port: 5000}).withDefaults(); err != nil {
+	if err := (Config{Group: good.Group, Port: 5000}).withDefaults().validate(); err != nil {
 		t.Fatalf("zero Interface should default to 127.0.0.1: %v", err)
 	}
 }
