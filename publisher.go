@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tickcast/tickcast/config"
 	"io"
 	"net/netip"
 	"runtime"
@@ -17,7 +18,8 @@ import (
 
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
-	// Channels is the number of channels instruments are spread over.
+	// Channels is the number of channels instruments are spread over,
+	// 1..config.MaxChannels.
 	Channels int
 	// GroupA is channel 0's A-line group; channel c uses ChannelGroup(GroupA, c).
 	GroupA netip.AddrPort
@@ -32,13 +34,13 @@ type PublisherConfig struct {
 	// MaxDelay bounds how long a message may wait in a partly filled packet
 	// when input keeps coming (packets are flushed at once when input
 	// drains). It is checked by the publishing loop, not by a timer.
-	// Default 50µs.
+	// Default DefaultMaxDelay.
 	MaxDelay time.Duration
 	// Heartbeat is how long a channel may be idle before a heartbeat is
-	// sent. Default 100ms.
+	// sent. Default DefaultHeartbeat.
 	Heartbeat time.Duration
 	// SendBatch is how many finished packets of a channel may be queued for
-	// one batched send system call. Default 16.
+	// one batched send system call. Default DefaultSendBatch.
 	SendBatch int
 	// OnPacket, if set, is called with every data packet just before it is
 	// sent, byte-identical to what goes on the wire (for the retransmission
@@ -54,38 +56,61 @@ type PublisherConfig struct {
 	Observer PublisherObserver
 }
 
-func (c *PublisherConfig) validate() error {
-	if c.Channels < 1 || c.Channels > 1296 {
-		return fmt.Errorf("tickcast: channels %d, want 1..1296", c.Channels)
+// Defaults of PublisherConfig.
+const (
+	// DefaultMaxDelay is the default PublisherConfig.MaxDelay.
+	DefaultMaxDelay = 50 * time.Microsecond
+	// DefaultHeartbeat is the default PublisherConfig.Heartbeat.
+	DefaultHeartbeat = 100 * time.Millisecond
+	// DefaultSendBatch is the default PublisherConfig.SendBatch.
+	DefaultSendBatch = 16
+)
+
+var publisherCheck = config.Checker{Pkg: "tickcast", Struct: "PublisherConfig"}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c PublisherConfig) withDefaults() PublisherConfig {
+	if c.MaxDelay == 0 {
+		c.MaxDelay = DefaultMaxDelay
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.SendBatch == 0 {
+		c.SendBatch = DefaultSendBatch
+	}
+	return c
+}
+
+// validate checks a PublisherConfig whose defaults are set.
+func (c PublisherConfig) validate() error {
+	bad := publisherCheck.Invalid
+	if err := publisherCheck.Channels("Channels", c.Channels); err != nil {
+		return err
 	}
 	if c.NewSender == nil {
-		return errors.New("tickcast: publisher config: NewSender is required")
+		return bad("NewSender", nil, "required")
 	}
 	if _, err := ChannelGroup(c.GroupA, c.Channels-1); err != nil {
-		return fmt.Errorf("tickcast: group: %w", err)
+		return bad("GroupA", c.GroupA, "%v", err)
 	}
 	if c.GroupB.IsValid() {
 		if _, err := ChannelGroup(c.GroupB, c.Channels-1); err != nil {
-			return fmt.Errorf("tickcast: group-b: %w", err)
+			return bad("GroupB", c.GroupB, "%v", err)
 		}
 		if groupsOverlap(c.GroupA, c.GroupB, c.Channels) {
-			return fmt.Errorf("tickcast: group-b %s overlaps group %s for %d channels", c.GroupB, c.GroupA, c.Channels)
+			return bad("GroupB", c.GroupB, "overlaps GroupA %s for %d channels", c.GroupA, c.Channels)
 		}
 	}
-	if c.MaxDatagram != 0 && c.MaxDatagram < mold.HeaderLen+mold.BlockHdrLen+feed.MaxLen {
-		return fmt.Errorf("tickcast: max-datagram %d cannot hold one %d-byte message", c.MaxDatagram, feed.MaxLen)
-	}
-	if c.MaxDelay < 0 || c.Heartbeat < 0 || c.SendBatch < 0 {
-		return errors.New("tickcast: max-delay, heartbeat and send batch must not be negative")
-	}
-	if c.MaxDelay == 0 {
-		c.MaxDelay = 50 * time.Microsecond
-	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = 100 * time.Millisecond
-	}
-	if c.SendBatch == 0 {
-		c.SendBatch = 16
+	switch {
+	case c.MaxDatagram < 0 || c.MaxDatagram != 0 && c.MaxDatagram < mold.HeaderLen+mold.BlockHdrLen+feed.MaxLen:
+		return bad("MaxDatagram", c.MaxDatagram, "cannot hold one %d-byte message", feed.MaxLen)
+	case c.MaxDelay < 0:
+		return bad("MaxDelay", c.MaxDelay, "negative")
+	case c.Heartbeat < 0:
+		return bad("Heartbeat", c.Heartbeat, "negative")
+	case c.SendBatch < 0:
+		return bad("SendBatch", c.SendBatch, "negative")
 	}
 	return nil
 }
@@ -135,6 +160,7 @@ type pubChannel struct {
 // NewPublisher opens the senders of every channel and starts a new session
 // on each.
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
