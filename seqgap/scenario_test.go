@@ -58,13 +58,13 @@ type scenario struct {
 // what the tracker handed out, to check the stats counters against.
 type model struct {
 	had      map[mold.Session]map[uint64]bool // by session: sequences fed, lost, or below a resync
-	fed      uint64          // messages fed, live and recovered
-	newMsgs  uint64          // of those, the ones not had before
-	dupPkts  uint64          // live data packets that brought nothing new
-	wins     [2]uint64       // live data packets that brought something new, per line
-	released uint64          // Release calls
-	fromRec  uint64          // ... of messages from recovery
-	lost     uint64          // messages in EventLost ranges
+	fed      uint64                           // messages fed, live and recovered
+	newMsgs  uint64                           // of those, the ones not had before
+	dupPkts  uint64                           // live data packets that brought nothing new
+	wins     [2]uint64                        // live data packets that brought something new, per line
+	released uint64                           // Release calls
+	fromRec  uint64                           // ... of messages from recovery
+	lost     uint64                           // messages in EventLost ranges
 }
 
 // feed records a data packet of count messages from seq on line (or
