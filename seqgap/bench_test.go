@@ -7,34 +7,37 @@ import (
 	"github.com/tickcast/tickcast/mold"
 )
 
-// benchPackets builds packets of 4 messages: in order, each packet's copy on
-// line B, and every third pair swapped (held, then drained).
-func benchPackets(b *testing.B, n int) []mold.Packet {
-	sess, _ := mold.ParseSession("BENCH")
-	bl, _ := mold.NewBuilder(1500)
+// abStream builds n packets of 4 messages ("m<seq>") as an A/B pair of lines
+// delivers them, taken alternately from A and B: each packet twice, and of
+// every three packets the third before the second (held, then drained). It
+// brings 2 new messages per packet.
+func abStream(tb testing.TB, n int) []mold.Packet {
+	sess, _ := mold.ParseSession("AB")
+	b, _ := mold.NewBuilder(1500)
 	mk := func(seq uint64) mold.Packet {
-		bl.Start(sess, seq)
+		b.Start(sess, seq)
 		for i := uint64(0); i < 4; i++ {
-			bl.Add([]byte(fmt.Sprintf("message %d of the bench stream", seq+i)))
+			b.Add([]byte(fmt.Sprintf("m%d", seq+i)))
 		}
-		p, err := mold.Parse(append([]byte{}, bl.Finish()...))
+		p, err := mold.Parse(append([]byte{}, b.Finish()...))
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		return p
 	}
-	pkts := make([]mold.Packet, 0, n)
+	pkts := make([]mold.Packet, 0, n+5)
 	for seq := uint64(1); len(pkts) < n; seq += 12 {
 		p1, p2, p3 := mk(seq), mk(seq+4), mk(seq+8)
 		pkts = append(pkts, p1, p1, p3, p3, p2, p2)
 	}
-	return pkts
+	return pkts[:n]
 }
 
 // BenchmarkTrackerPacket measures Tracker.Packet on an A/B stream with
-// duplicates and reordering; one op is one packet (4 messages).
+// duplicates and reordering (abStream), with a Tick every 64 packets; one op
+// is one packet.
 func BenchmarkTrackerPacket(b *testing.B) {
-	pkts := benchPackets(b, 1<<16)
+	pkts := abStream(b, 1<<16)
 	out := &countOut{}
 	tr, _ := New(Config{})
 	b.ReportAllocs()

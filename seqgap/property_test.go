@@ -383,30 +383,15 @@ type countOut struct{ released, events int }
 func (o *countOut) Release(uint64, []byte, int, int64) { o.released++ }
 func (o *countOut) Event(*Event)                       { o.events++ }
 
-// TestTrackerAllocatesNothing: the packet path (in order, the other line's
-// copy, a pair swapped and held, Tick) allocates nothing. Each measured run
+// TestTrackerAllocatesNothing: the packet path (abStream: both lines'
+// copies, a pair swapped and held; Tick) allocates nothing. Each measured run
 // takes perRun packets, so that one allocation in a thousand packets still
 // shows (AllocsPerRun rounds the average per run down).
 func TestTrackerAllocatesNothing(t *testing.T) {
 	const perRun, runs = 1200, 5
 	out := &countOut{}
 	tr, _ := New(Config{Window: 64})
-	sess, _ := mold.ParseSession("S")
-	b, _ := mold.NewBuilder(1500)
-	mk := func(seq uint64) mold.Packet {
-		b.Start(sess, seq)
-		for i := uint64(0); i < 4; i++ {
-			b.Add([]byte(fmt.Sprintf("m%d", seq+i)))
-		}
-		p, _ := mold.Parse(append([]byte{}, b.Finish()...))
-		return p
-	}
-	// Pre-built packets: in order, the B copy, and a pair swapped.
-	pkts := make([]mold.Packet, 0, perRun*(runs+1))
-	for seq := uint64(1); len(pkts) < cap(pkts); seq += 12 {
-		p1, p2, p3 := mk(seq), mk(seq+4), mk(seq+8)
-		pkts = append(pkts, p1, p1, p3, p2)
-	}
+	pkts := abStream(t, perRun*(runs+1))
 	i := 0
 	// AllocsPerRun calls the function runs+1 times (one warm-up).
 	a := testing.AllocsPerRun(runs, func() {
@@ -419,9 +404,9 @@ func TestTrackerAllocatesNothing(t *testing.T) {
 		}
 	})
 	if a != 0 {
-		t.Fatalf("%.0f allocations per %d packets (reorder and duplicate included), want 0", a, perRun)
+		t.Fatalf("%.0f allocations per %d packets (reorder and duplicates included), want 0", a, perRun)
 	}
-	if want := perRun * (runs + 1) * 3; out.released != want {
+	if want := perRun * (runs + 1) * 2; out.released != want {
 		t.Fatalf("released %d messages, want %d", out.released, want)
 	}
 }
