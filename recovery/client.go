@@ -340,7 +340,7 @@ func (c *Client) send(k *call) {
 	c.requests.Add(1)
 	if err := c.nc.PublishRequest(k.subject, c.inbox+"."+strconv.FormatUint(k.id, 10), k.payload); err != nil {
 		delete(c.inflight, k.id)
-		k.sendErr = &ReplyError{Reason: fmt.Sprintf("%s: send: %v", k.subject, err)}
+		k.sendErr = &ReplyError{Reason: fmt.Sprintf("%s: send: %v", k.subject, err), Err: err}
 		c.unsent = append(c.unsent, k)
 	}
 }

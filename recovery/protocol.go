@@ -108,8 +108,9 @@ type ReplyError struct {
 	// Ended, with CodeNotYet: the session has ended; Next is one past its
 	// last message and nothing more will come.
 	Ended bool
-	// Err is the cause of a failed exchange, when it has one (ErrTimeout);
-	// errors.Is finds it.
+	// Err is the cause of a failed exchange, when it has one (ErrTimeout,
+	// or the NATS error that kept a request from being sent); errors.Is
+	// finds it.
 	Err error
 }
 
