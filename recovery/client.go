@@ -26,16 +26,17 @@ type ClientConfig struct {
 	// more wait in a queue. Default 256.
 	MaxInflight int
 	// QueueLen bounds the requests waiting to be sent; a request that finds
-	// the queue full fails at once (and its range is given up). Default
-	// 65536.
+	// the queue full fails at once (seqgap.AnswerRetry: its range is asked
+	// for again within the gap's deadline). Default 65536.
 	QueueLen int
 	// MaxPerRequest splits larger ranges into several requests; default
 	// 10,000 (the server's default limit).
 	MaxPerRequest int
 	// SnapshotAbove: a missing range that starts at sequence 1 and is longer
-	// than this (a late join) is answered by loading the channel's snapshot
-	// instead of replaying it; so is a range the store no longer holds
-	// (too-old). Default 10,000; negative: never load a snapshot.
+	// than this is answered by loading the channel's snapshot instead of
+	// replaying it; so is a range the store no longer holds (too-old).
+	// Default 10,000; negative: never for these (a request marked
+	// seqgap.Request.Snapshot, a late join's prefix, always loads it).
 	SnapshotAbove int
 }
 
@@ -283,7 +284,7 @@ func (c *Client) sendOutgoing() {
 // chunks the server accepts.
 func (c *Client) startRequest(o outgoing) {
 	session, rng := o.req.Session, o.req.Range
-	if c.cfg.SnapshotAbove >= 0 && (o.req.Snapshot || rng.From == 1 && rng.Len() > uint64(c.cfg.SnapshotAbove)) {
+	if o.req.Snapshot || c.cfg.SnapshotAbove >= 0 && rng.From == 1 && rng.Len() > uint64(c.cfg.SnapshotAbove) {
 		c.start(c.snapshotCall(o.ch, session, rng, o.start))
 		return
 	}
