@@ -77,58 +77,80 @@ func (c *SubscriberConfig) validate() error {
 	return nil
 }
 
-// EventKind says what an Event reports. The first kinds are seqgap's.
+// EventKind says what an Event reports. The subscriber's kinds are its own:
+// those that come from the tracker are mapped from seqgap's kinds one by one
+// (trackerKinds), so neither numbering depends on the other.
 type EventKind uint8
 
 // Event kinds.
 const (
 	// EventSessionStart: the first packet of a new session arrived.
-	EventSessionStart = EventKind(seqgap.EventSessionStart)
+	EventSessionStart EventKind = iota + 1
 	// EventSessionEnd: the session's end of session arrived; LastSeq is its
 	// last sequence.
-	EventSessionEnd = EventKind(seqgap.EventSessionEnd)
+	EventSessionEnd
 	// EventSessionAbrupt: a new session replaced one that never sent end of
 	// session; LastSeq is the last sequence known of the old one.
-	EventSessionAbrupt = EventKind(seqgap.EventSessionAbrupt)
+	EventSessionAbrupt
 	// EventGap: Range went missing; it will be recovered or reported lost.
-	EventGap = EventKind(seqgap.EventGap)
+	EventGap
 	// EventRequest: Range was requested from recovery.
-	EventRequest = EventKind(seqgap.EventRequest)
+	EventRequest
 	// EventLost: Range is lost for good; Reason says why.
-	EventLost = EventKind(seqgap.EventLost)
+	EventLost
 	// EventStale: the channel received nothing, not even a heartbeat, for
 	// the tracker's StaleAfter.
-	EventStale = EventKind(seqgap.EventStale)
+	EventStale
 	// EventFresh: packets again after EventStale.
-	EventFresh = EventKind(seqgap.EventFresh)
+	EventFresh
 	// EventForeign: a packet of another channel or of an older session
 	// arrived on this channel's group and was dropped.
-	EventForeign EventKind = 9
+	EventForeign
 	// EventMalformed: a datagram that is not a valid MoldUDP64 packet was
 	// dropped; Err says why.
-	EventMalformed EventKind = 10
+	EventMalformed
 	// EventInstrumentGap: Instrument's per-instrument sequence skipped Range:
 	// those of its messages were in a lost range (or before a late join).
-	EventInstrumentGap EventKind = 11
+	EventInstrumentGap
 	// EventSnapshot: the channel's state as of sequence LastSeq follows, as
 	// Message calls with sequence 0 (each instrument's last definition,
 	// status, quote and trade); the stream resumes at LastSeq+1. It answers
 	// Range, missing because of a late join or too old to replay.
-	EventSnapshot EventKind = 12
+	EventSnapshot
 )
 
+// eventNames are the names logs and JSON show.
+var eventNames = [...]string{
+	EventSessionStart:  "session-start",
+	EventSessionEnd:    "session-end",
+	EventSessionAbrupt: "session-abrupt",
+	EventGap:           "gap",
+	EventRequest:       "request",
+	EventLost:          "lost",
+	EventStale:         "stale",
+	EventFresh:         "fresh",
+	EventForeign:       "foreign",
+	EventMalformed:     "malformed",
+	EventInstrumentGap: "instrument-gap",
+	EventSnapshot:      "snapshot",
+}
+
 func (k EventKind) String() string {
-	switch k {
-	case EventForeign:
-		return "foreign"
-	case EventMalformed:
-		return "malformed"
-	case EventInstrumentGap:
-		return "instrument-gap"
-	case EventSnapshot:
-		return "snapshot"
+	if int(k) < len(eventNames) && k != 0 {
+		return eventNames[k]
 	}
-	return seqgap.EventKind(k).String()
+	return fmt.Sprintf("event(%d)", uint8(k))
+}
+
+// trackerKinds maps the tracker's event kinds to the subscriber's.
+var trackerKinds = [...]EventKind{
+	seqgap.EventSessionStart:  EventSessionStart,
+	seqgap.EventSessionEnd:    EventSessionEnd,
+	seqgap.EventSessionAbrupt: EventSessionAbrupt,
+	seqgap.EventGap:           EventGap,
+	seqgap.EventLost:          EventLost,
+	seqgap.EventStale:         EventStale,
+	seqgap.EventFresh:         EventFresh,
 }
 
 // Event is a stream event of one channel.
@@ -259,12 +281,10 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	if cfg.Recovery != nil {
 		cfg.Recovery.SetNotify(s.notify.Signal)
 	}
+	tcfg := cfg.Tracker
+	tcfg.Recovery = cfg.Recovery != nil
 	for _, ch := range join {
-		var rec seqgap.Recovery
-		if cfg.Recovery != nil {
-			rec = cfg.Recovery.For(ch)
-		}
-		tr, err := seqgap.New(cfg.Tracker, rec)
+		tr, err := seqgap.New(tcfg)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("tickcast: channel %d: %w", ch, err)
@@ -462,6 +482,7 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 			s.relNs = time.Now().UnixNano() // releases by Tick (wall clock, as sendNs)
 		}
 		sc.tracker.Tick(now, sc)
+		s.sendRequests(sc)
 		released += sc.tracker.Released() - before
 	}
 	if now >= s.snap.due {
@@ -549,7 +570,7 @@ func (sc *subChannel) Event(ev *seqgap.Event) {
 		s.ended++
 	}
 	sc.counts.event(ev)
-	s.ev = Event{Kind: EventKind(ev.Kind), Channel: sc.idx, Line: Line(ev.Line), Session: ev.Session,
+	s.ev = Event{Kind: trackerKinds[ev.Kind], Channel: sc.idx, Line: Line(ev.Line), Session: ev.Session,
 		Range: ev.Range, LastSeq: ev.LastSeq, Reason: ev.Reason}
 	s.h.Event(&s.ev)
 }
@@ -562,15 +583,30 @@ func (s *Subscriber) releasedTotal() uint64 {
 	return n
 }
 
+// sendRequests hands the tracker's requests to recovery, each once, and
+// reports each to the handler (EventRequest). Handing over never waits for
+// NATS: the recovery client sends on its own goroutine.
+func (s *Subscriber) sendRequests(sc *subChannel) {
+	for _, r := range sc.tracker.Requests() {
+		s.cfg.Recovery.Request(sc.idx, r)
+		s.ev = Event{Kind: EventRequest, Channel: sc.idx, Line: seqgap.LineRecovery, Session: r.Session, Range: r.Range}
+		s.h.Event(&s.ev)
+	}
+}
+
 // applyRecovered hands a recovery answer to its channel's tracker, on the
-// polling goroutine.
+// polling goroutine. A snapshot goes to the handler first.
 func (s *Subscriber) applyRecovered(r *recovery.Result) {
 	if r.Channel < 0 || r.Channel >= len(s.byIdx) || s.byIdx[r.Channel] == nil {
 		return
 	}
 	sc := s.byIdx[r.Channel]
+	a := r.Answer()
 	if r.Snapshot != nil {
-		s.applySnapshot(sc, r)
+		if !s.applySnapshot(sc, r) {
+			a.Outcome = seqgap.AnswerRefused
+		}
+		sc.tracker.Answer(a, s.now, sc)
 		return
 	}
 	s.recoveryResults++
@@ -581,39 +617,19 @@ func (s *Subscriber) applyRecovered(r *recovery.Result) {
 		s.cfg.Observer.Recovered(sc.idx, r.Latency)
 		s.relNs = time.Now().UnixNano()
 	}
-	for _, pkt := range r.Packets {
-		p, err := mold.Parse(pkt)
-		if err != nil {
-			continue // the client checked every part; cannot happen
-		}
-		sc.tracker.Recovered(r.Session, p, s.now, sc)
-	}
-	if r.Err != nil {
-		var re *recovery.ReplyError
-		switch {
-		case errors.As(r.Err, &re) && re.Code == "":
-			// Failed in transit (timeout, nobody answering, queue full):
-			// ask again, within the gap's deadline.
-			sc.tracker.Retry(r.Session, r.Range)
-		default:
-			if re != nil && re.Code == recovery.CodeNotYet && re.Ended {
-				sc.tracker.EndOfSession(r.Session, re.Next, s.now, sc)
-			}
-			sc.tracker.GiveUp(r.Session, r.Range, s.now)
-		}
-	}
+	sc.tracker.Answer(a, s.now, sc)
 }
 
 // applySnapshot hands a channel's snapshot to the handler (EventSnapshot,
-// then each state message with sequence 0) and resumes the stream after the
-// sequence the snapshot reflects.
-func (s *Subscriber) applySnapshot(sc *subChannel, r *recovery.Result) {
+// then each state message with sequence 0); the tracker then resumes the
+// stream after the sequence the snapshot reflects. It returns false, and
+// hands nothing over, when the snapshot cannot fill the range.
+func (s *Subscriber) applySnapshot(sc *subChannel, r *recovery.Result) bool {
 	snap := r.Snapshot
 	if snap.Session != r.Session || snap.Seq+1 < sc.tracker.Next() {
 		// The feed handler moved to another session, or the snapshot is
 		// older than what was released: it cannot fill the range.
-		sc.tracker.GiveUp(r.Session, r.Range, s.now)
-		return
+		return false
 	}
 	s.snapshots++
 	s.ev = Event{Kind: EventSnapshot, Channel: sc.idx, Line: LineRecovery, Session: snap.Session,
@@ -632,7 +648,7 @@ func (s *Subscriber) applySnapshot(sc *subChannel, r *recovery.Result) {
 		}
 		s.h.Message(sc.idx, 0, msg, 0)
 	}
-	sc.tracker.Resync(snap.Session, snap.Seq+1, s.now, sc)
+	return true
 }
 
 // RecoveryLatency returns how many recovery answers were applied and their

@@ -12,6 +12,7 @@ import (
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/feed/verify"
 	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/udp"
 )
@@ -388,5 +389,28 @@ func TestDirectPollAfterStall(t *testing.T) {
 	}
 	if rec.verr != nil {
 		t.Fatal(rec.verr)
+	}
+}
+
+// TestEventKindNames: the names logs and JSON show stay as they are, and
+// every tracker event kind maps to the subscriber's kind of the same name.
+func TestEventKindNames(t *testing.T) {
+	want := map[EventKind]string{
+		EventSessionStart: "session-start", EventSessionEnd: "session-end", EventSessionAbrupt: "session-abrupt",
+		EventGap: "gap", EventRequest: "request", EventLost: "lost", EventStale: "stale", EventFresh: "fresh",
+		EventForeign: "foreign", EventMalformed: "malformed", EventInstrumentGap: "instrument-gap", EventSnapshot: "snapshot",
+	}
+	if len(want) != 12 {
+		t.Fatalf("%d distinct kinds, want 12", len(want))
+	}
+	for k, name := range want {
+		if k.String() != name {
+			t.Errorf("kind %d is %q, want %q", k, k, name)
+		}
+	}
+	for k := seqgap.EventSessionStart; k <= seqgap.EventFresh; k++ {
+		if got := trackerKinds[k]; got == 0 || got.String() != k.String() {
+			t.Errorf("tracker kind %v maps to %v", k, got)
+		}
 	}
 }

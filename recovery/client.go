@@ -26,35 +26,66 @@ type ClientConfig struct {
 	// more wait in a queue. Default 256.
 	MaxInflight int
 	// QueueLen bounds the requests waiting to be sent; a request that finds
-	// the queue full fails at once (and its range is given up). Default
-	// 65536.
+	// the queue full fails at once (seqgap.AnswerRetry: its range is asked
+	// for again within the gap's deadline). Default 65536.
 	QueueLen int
 	// MaxPerRequest splits larger ranges into several requests; default
 	// 10,000 (the server's default limit).
 	MaxPerRequest int
 	// SnapshotAbove: a missing range that starts at sequence 1 and is longer
-	// than this (a late join) is answered by loading the channel's snapshot
-	// instead of replaying it; so is a range the store no longer holds
-	// (too-old). Default 10,000; negative: never load a snapshot.
+	// than this is answered by loading the channel's snapshot instead of
+	// replaying it; so is a range the store no longer holds (too-old).
+	// Default 10,000; negative: never for these (a request marked
+	// seqgap.Request.Snapshot, a late join's prefix, always loads it).
 	SnapshotAbove int
 }
 
 // Result is the answer to one request, handed to the polling goroutine by
-// Drain.
+// Drain. The client sorts every reply into an Outcome, so that the caller
+// hands it to its tracker (Answer) without reading error codes.
 type Result struct {
 	Channel int
 	Session mold.Session
 	Range   seqgap.Range
-	// Packets are the recovered MoldUDP64 packets, owned by the receiver.
+	// Outcome is what the answer means for the range: recovered packets, a
+	// snapshot, refused, to be retried (failed in transit), or refused
+	// because the session ended at Next.
+	Outcome seqgap.Outcome
+	// Next is one past the session's last message (seqgap.AnswerEnded), or
+	// the sequence after the snapshot (seqgap.AnswerSnapshot).
+	Next uint64
+	// Packets are the recovered MoldUDP64 packets, owned by the receiver
+	// (seqgap.AnswerPackets).
 	Packets [][]byte
-	// Err is set when the range could not be recovered; the caller gives it
-	// up.
+	// Err says why the range could not be recovered (seqgap.AnswerRefused,
+	// AnswerRetry, AnswerEnded).
 	Err error
 	// Latency is from the request being made to the answer.
 	Latency time.Duration
-	// Snapshot, when set, answers the range instead of Packets: the caller
-	// applies the state and resumes the stream after Snapshot.Seq.
+	// Snapshot, when set, answers the range instead of Packets
+	// (seqgap.AnswerSnapshot): the caller applies the state and resumes the
+	// stream at Next, after Snapshot.Seq.
 	Snapshot *Snapshot
+}
+
+// Answer returns r as the tracker takes it.
+func (r *Result) Answer() seqgap.Answer {
+	return seqgap.Answer{Outcome: r.Outcome, Session: r.Session, Range: r.Range, Packets: r.Packets, Next: r.Next}
+}
+
+// outcomeOf sorts a failed request's error: failed in transit (no code:
+// timeout, nobody answering, queue full, malformed reply) is retried; a
+// session that ended refuses what lies past its end; any other error reply
+// refuses the range.
+func outcomeOf(err error) (seqgap.Outcome, uint64) {
+	var re *ReplyError
+	switch {
+	case !errors.As(err, &re) || re.Code == "":
+		return seqgap.AnswerRetry, 0
+	case re.Code == CodeNotYet && re.Ended:
+		return seqgap.AnswerEnded, re.Next
+	}
+	return seqgap.AnswerRefused, 0
 }
 
 // ClientStats are a client's cumulative counters.
@@ -65,11 +96,12 @@ type ClientStats struct {
 }
 
 // Client is the subscriber side of recovery. The trackers' requests are
-// sent at once on the caller's goroutine (a NATS publish only buffers); every
-// reply comes to one inbox subscription, where the parts are collected, and
-// the completed answers wait for the polling goroutine to apply them
-// (Drain). Nothing on the receive path waits for NATS, and one slow request
-// does not hold up the others.
+// handed over (Request) and sent by the client's own goroutine; every reply
+// comes to one inbox subscription, where the parts are collected, and the
+// completed answers wait for the polling goroutine to apply them (Drain).
+// The polling goroutine never waits for NATS: Request and Drain take only
+// locks that nothing holds across a publish (a publish can wait while the
+// connection reconnects), and one slow request does not hold up the others.
 type Client struct {
 	nc     *nats.Conn
 	cfg    ClientConfig
@@ -80,14 +112,22 @@ type Client struct {
 	close  sync.Once
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
+	// Requests handed over by the polling goroutine, for the sender.
+	outMu   sync.Mutex
+	out     []outgoing
+	outNext []outgoing // the sender's batch, reused
+	wake    chan struct{}
+
+	mu       sync.Mutex // held while publishing
 	closed   bool
 	unsent   []*call // could not be sent; failed once the lock is released
 	nextID   uint64
 	inflight map[uint64]*call
 	queue    []*call // requests waiting for an in-flight slot
-	results  []*Result
-	pending  atomic.Int64
+
+	resMu   sync.Mutex // never held while publishing
+	results []*Result
+	pending atomic.Int64
 
 	requests, failed, recovered atomic.Uint64
 }
@@ -105,6 +145,13 @@ type call struct {
 	parts    [][]byte
 	start    time.Time
 	deadline time.Time
+}
+
+// outgoing is a request handed over for channel ch at start.
+type outgoing struct {
+	ch    int
+	req   seqgap.Request
+	start time.Time
 }
 
 type answer struct {
@@ -139,15 +186,16 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	if cfg.Timeout < 0 || cfg.MaxInflight < 1 || cfg.QueueLen < 1 || cfg.MaxPerRequest < 1 || cfg.MaxPerRequest > mold.MaxCount {
 		return nil, fmt.Errorf("recovery: client config: timeout %v, max in flight %d, queue %d, max per request %d", cfg.Timeout, cfg.MaxInflight, cfg.QueueLen, cfg.MaxPerRequest)
 	}
-	c := &Client{nc: nc, cfg: cfg, inbox: nc.NewInbox(), done: make(chan struct{}), inflight: map[uint64]*call{}}
+	c := &Client{nc: nc, cfg: cfg, inbox: nc.NewInbox(), done: make(chan struct{}), wake: make(chan struct{}, 1), inflight: map[uint64]*call{}}
 	sub, err := nc.Subscribe(c.inbox+".*", c.reply)
 	if err != nil {
 		return nil, fmt.Errorf("recovery: subscribe to the reply inbox %s: %w", c.inbox, err)
 	}
 	sub.SetPendingLimits(-1, -1)
 	c.sub = sub
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.expire()
+	go c.sendLoop()
 	return c, nil
 }
 
@@ -163,6 +211,10 @@ func (c *Client) Close() {
 		// Fail whatever is in flight or queued, so no caller waits forever.
 		c.mu.Lock()
 		c.closed = true
+		c.mu.Unlock()
+		// Requests handed over but not sent fail as closed.
+		c.sendOutgoing()
+		c.mu.Lock()
 		var left []*call
 		for _, k := range c.inflight {
 			left = append(left, k)
@@ -186,34 +238,65 @@ func (c *Client) Stats() ClientStats {
 	return ClientStats{Requests: c.requests.Load(), Failed: c.failed.Load(), Recovered: c.recovered.Load()}
 }
 
-// For returns the seqgap.Recovery of channel ch.
-func (c *Client) For(ch int) seqgap.Recovery { return channelRecovery{c, ch} }
-
-var _ seqgap.SnapshotRecovery = channelRecovery{}
-
-type channelRecovery struct {
-	c  *Client
-	ch int
+// Request hands over a request of channel ch's tracker; the client's
+// goroutine sends it. It never blocks and never waits for NATS: it is
+// called on the polling goroutine.
+func (c *Client) Request(ch int, req seqgap.Request) {
+	c.outMu.Lock()
+	c.out = append(c.out, outgoing{ch: ch, req: req, start: time.Now()})
+	c.outMu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
-// Request sends the request (split into chunks the server accepts); it
-// never blocks.
-func (r channelRecovery) Request(session mold.Session, rng seqgap.Range) {
-	c := r.c
-	now := time.Now()
-	if rng.From == 1 && c.cfg.SnapshotAbove >= 0 && rng.Len() > uint64(c.cfg.SnapshotAbove) {
-		c.start(c.snapshotCall(r.ch, session, rng, now))
+// sendLoop sends the requests handed over by Request.
+func (c *Client) sendLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.wake:
+			c.sendOutgoing()
+		}
+	}
+}
+
+// sendOutgoing sends every request handed over so far.
+func (c *Client) sendOutgoing() {
+	c.outMu.Lock()
+	batch := c.out
+	c.out = c.outNext[:0]
+	c.outMu.Unlock()
+	for i, o := range batch {
+		c.startRequest(o)
+		batch[i] = outgoing{}
+	}
+	c.outMu.Lock()
+	c.outNext = batch[:0]
+	c.outMu.Unlock()
+}
+
+// startRequest sends o: a snapshot call for a late join's prefix or a
+// range too long to replay from its start, else retransmit calls in
+// chunks the server accepts.
+func (c *Client) startRequest(o outgoing) {
+	session, rng := o.req.Session, o.req.Range
+	if o.req.Snapshot || c.cfg.SnapshotAbove >= 0 && rng.From == 1 && rng.Len() > uint64(c.cfg.SnapshotAbove) {
+		c.start(c.snapshotCall(o.ch, session, rng, o.start))
 		return
 	}
 	for from := rng.From; from <= rng.To; {
 		n := min(rng.To-from+1, uint64(c.cfg.MaxPerRequest))
 		req := mold.Request{Session: session, Seq: from, Count: uint16(n)}
 		c.start(&call{
-			subject: RetransmitSubject(c.cfg.Feed, r.ch),
+			subject: RetransmitSubject(c.cfg.Feed, o.ch),
 			payload: req.Append(nil),
 			want:    req,
-			res:     &Result{Channel: r.ch, Session: session, Range: seqgap.Range{From: from, To: from + n - 1}},
-			start:   now,
+			res:     &Result{Channel: o.ch, Session: session, Range: seqgap.Range{From: from, To: from + n - 1}},
+			start:   o.start,
 		})
 		from += n
 	}
@@ -222,12 +305,6 @@ func (r channelRecovery) Request(session mold.Session, rng seqgap.Range) {
 func (c *Client) snapshotCall(ch int, session mold.Session, rng seqgap.Range, start time.Time) *call {
 	return &call{subject: SnapshotSubject(c.cfg.Feed, ch), snap: true, start: start,
 		res: &Result{Channel: ch, Session: session, Range: rng}}
-}
-
-// Snapshot answers rng with the channel's snapshot (a late join's prefix);
-// it never blocks. The result carries Result.Snapshot, or Err.
-func (r channelRecovery) Snapshot(session mold.Session, rng seqgap.Range) {
-	r.c.start(r.c.snapshotCall(r.ch, session, rng, time.Now()))
 }
 
 // start sends c or queues it when MaxInflight requests are out.
@@ -264,7 +341,7 @@ func (c *Client) send(k *call) {
 	c.requests.Add(1)
 	if err := c.nc.PublishRequest(k.subject, c.inbox+"."+strconv.FormatUint(k.id, 10), k.payload); err != nil {
 		delete(c.inflight, k.id)
-		k.sendErr = &ReplyError{Reason: fmt.Sprintf("%s: send: %v", k.subject, err)}
+		k.sendErr = &ReplyError{Reason: fmt.Sprintf("%s: send: %v", k.subject, err), Err: err}
 		c.unsent = append(c.unsent, k)
 	}
 }
@@ -372,6 +449,7 @@ func (c *Client) reply(m *nats.Msg) {
 			return
 		}
 		k.res.Snapshot = snap
+		k.res.Outcome, k.res.Next = seqgap.AnswerSnapshot, snap.Seq+1
 		k.res.Latency = time.Since(k.start)
 		c.finish(k.res)
 		return
@@ -384,7 +462,7 @@ func (c *Client) reply(m *nats.Msg) {
 		return
 	}
 	c.recovered.Add(uint64(k.want.Count))
-	k.res.Packets = k.parts
+	k.res.Outcome, k.res.Packets = seqgap.AnswerPackets, k.parts
 	k.res.Latency = time.Since(k.start)
 	c.finish(k.res)
 }
@@ -421,6 +499,7 @@ func (c *Client) fail(k *call, err error) {
 		c.failed.Add(1)
 	}
 	k.res.Err = err
+	k.res.Outcome, k.res.Next = outcomeOf(err)
 	k.res.Latency = time.Since(k.start)
 	c.finish(k.res)
 }
@@ -448,7 +527,7 @@ func (c *Client) expire() {
 			c.mu.Unlock()
 			c.failUnsent()
 			for _, k := range late {
-				c.fail(k, &ReplyError{Reason: fmt.Sprintf("%s: %v after %d parts (%v)", k.subject, ErrTimeout, len(k.parts), c.cfg.Timeout)})
+				c.fail(k, &ReplyError{Reason: fmt.Sprintf("%s: %v after %d parts (%v)", k.subject, ErrTimeout, len(k.parts), c.cfg.Timeout), Err: ErrTimeout})
 			}
 		}
 	}
@@ -460,21 +539,21 @@ func (c *Client) Drain(fn func(*Result)) {
 	if c.pending.Load() == 0 {
 		return
 	}
-	c.mu.Lock()
+	c.resMu.Lock()
 	rs := c.results
 	c.results = nil
 	c.pending.Store(0)
-	c.mu.Unlock()
+	c.resMu.Unlock()
 	for _, r := range rs {
 		fn(r)
 	}
 }
 
 func (c *Client) finish(r *Result) {
-	c.mu.Lock()
+	c.resMu.Lock()
 	c.results = append(c.results, r)
 	c.pending.Store(int64(len(c.results)))
-	c.mu.Unlock()
+	c.resMu.Unlock()
 	if f := c.notify.Load(); f != nil {
 		(*f)()
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/seqgap"
 )
 
 // TestClientNoFeedHandler: with nobody serving the subject, the request
@@ -106,5 +107,32 @@ func TestSnapshotRateLimited(t *testing.T) {
 	var re *ReplyError
 	if !errors.As(err, &re) || re.Code != CodeRateLimited {
 		t.Fatalf("third snapshot at once: %v, want rate-limited", err)
+	}
+}
+
+// TestOutcomeOf: a failed request's error is sorted into the outcome the
+// tracker takes: failed in transit (no code) is retried, a session that
+// ended gives its end, any other error reply refuses the range.
+func TestOutcomeOf(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want seqgap.Outcome
+		next uint64
+	}{
+		{&ReplyError{Reason: "timed out", Err: ErrTimeout}, seqgap.AnswerRetry, 0},
+		{&ReplyError{Reason: "no feed handler answers"}, seqgap.AnswerRetry, 0},
+		{&ReplyError{Code: CodeNotYet, Next: 9, Ended: true}, seqgap.AnswerEnded, 9},
+		{&ReplyError{Code: CodeNotYet, Next: 9}, seqgap.AnswerRefused, 0},
+		{&ReplyError{Code: CodeTooOld, Oldest: 5}, seqgap.AnswerRefused, 0},
+		{&ReplyError{Code: CodeUnknownSession}, seqgap.AnswerRefused, 0},
+		{&ReplyError{Code: CodeRateLimited}, seqgap.AnswerRefused, 0},
+	} {
+		got, next := outcomeOf(c.err)
+		if got != c.want || next != c.next {
+			t.Errorf("%v: outcome %v next %d, want %v %d", c.err, got, next, c.want, c.next)
+		}
+	}
+	if err := error(&ReplyError{Reason: "x", Err: ErrTimeout}); !errors.Is(err, ErrTimeout) {
+		t.Errorf("%v does not wrap ErrTimeout", err)
 	}
 }

@@ -19,12 +19,15 @@
 // and publishes every datagram on tickcast.FEED.live.CH for subscribers that
 // cannot receive multicast.
 //
-// On the subscriber, a Client takes the requests of the seqgap trackers
-// (seqgap.Recovery), sends them from worker goroutines, and hands the answers
-// back to the goroutine that polls the receive rings (Drain), which gives them
-// to the trackers: recovered messages are released in order like any other,
-// failed ranges are given up and reported lost. Nothing on the receive path
-// waits for NATS.
+// On the subscriber, a Client takes the requests the seqgap trackers put in
+// their outboxes (Client.Request, which never waits), sends them from its own
+// goroutine, and hands the answers back to the goroutine that polls the
+// receive rings (Drain). Each answer is sorted into a seqgap.Outcome
+// (recovered packets, a snapshot, refused, retry, or the session ended), which
+// the polling goroutine gives to its tracker (seqgap.Tracker.Answer) without
+// reading error codes: recovered messages are released in order like any
+// other, refused ranges are reported lost, ranges that failed in transit are
+// asked for again. Nothing on the receive path waits for NATS.
 //
 // docs/recovery.md is the protocol's contract: subjects, headers, error codes.
 package recovery

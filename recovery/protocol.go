@@ -108,7 +108,14 @@ type ReplyError struct {
 	// Ended, with CodeNotYet: the session has ended; Next is one past its
 	// last message and nothing more will come.
 	Ended bool
+	// Err is the cause of a failed exchange, when it has one (ErrTimeout,
+	// or the NATS error that kept a request from being sent); errors.Is
+	// finds it.
+	Err error
 }
+
+// Unwrap returns the cause of a failed exchange, or nil.
+func (e *ReplyError) Unwrap() error { return e.Err }
 
 func (e *ReplyError) Error() string {
 	if e.Code == "" {

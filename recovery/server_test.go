@@ -692,20 +692,19 @@ func TestClientPipeline(t *testing.T) {
 	c, st, log := filledChannel(t, StoreConfig{MaxMessages: 20_000}, "CP00000001", 30_000)
 	e := newEnv(t, ServerConfig{Channels: []*Channel{c}}, ClientConfig{MaxPerRequest: 1000, Timeout: natsWait})
 	notify := newNotify(e.cli)
-	rec := e.cli.For(0)
 
 	t.Run("recovered", func(t *testing.T) {
-		rec.Request(st.session, seqgap.Range{From: 15_001, To: 15_100})
+		e.cli.Request(0, seqgap.Request{Session: st.session, Range: seqgap.Range{From: 15_001, To: 15_100}})
 		rs := results(t, e.cli, notify, 1)
 		r := rs[0]
-		if r.Err != nil || r.Channel != 0 || r.Session != st.session || r.Range != (seqgap.Range{From: 15_001, To: 15_100}) || r.Latency <= 0 {
+		if r.Err != nil || r.Outcome != seqgap.AnswerPackets || r.Channel != 0 || r.Session != st.session || r.Range != (seqgap.Range{From: 15_001, To: 15_100}) || r.Latency <= 0 {
 			t.Fatalf("result %+v", r)
 		}
 		checkPackets(t, r.Packets, st.session, 15_001, 100, log)
 	})
 	t.Run("split", func(t *testing.T) {
 		// 2,500 messages with at most 1,000 per request: three results.
-		rec.Request(st.session, seqgap.Range{From: 20_001, To: 22_500})
+		e.cli.Request(0, seqgap.Request{Session: st.session, Range: seqgap.Range{From: 20_001, To: 22_500}})
 		rs := results(t, e.cli, notify, 3)
 		from := uint64(20_001)
 		for _, r := range rs {
@@ -720,9 +719,10 @@ func TestClientPipeline(t *testing.T) {
 	t.Run("too-old", func(t *testing.T) {
 		// The store no longer holds the range: the client loads the
 		// snapshot instead, which answers it.
-		rec.Request(st.session, seqgap.Range{From: 100, To: 199})
+		e.cli.Request(0, seqgap.Request{Session: st.session, Range: seqgap.Range{From: 100, To: 199}})
 		r := results(t, e.cli, notify, 1)[0]
-		if r.Err != nil || r.Packets != nil || r.Range != (seqgap.Range{From: 100, To: 199}) || r.Snapshot == nil {
+		if r.Err != nil || r.Packets != nil || r.Range != (seqgap.Range{From: 100, To: 199}) || r.Snapshot == nil ||
+			r.Outcome != seqgap.AnswerSnapshot || r.Next != r.Snapshot.Seq+1 {
 			t.Fatalf("result %+v", r)
 		}
 		if r.Snapshot.Session != st.session || r.Snapshot.Seq != c.Next()-1 || len(r.Snapshot.Messages) == 0 {
@@ -741,8 +741,12 @@ func TestClientPipeline(t *testing.T) {
 		}
 	})
 	t.Run("unknown-session", func(t *testing.T) {
-		rec.Request(mustSession(t, "CP00000002"), seqgap.Range{From: 25_000, To: 25_000})
-		wantReplyError(t, results(t, e.cli, notify, 1)[0].Err, CodeUnknownSession)
+		e.cli.Request(0, seqgap.Request{Session: mustSession(t, "CP00000002"), Range: seqgap.Range{From: 25_000, To: 25_000}})
+		r := results(t, e.cli, notify, 1)[0]
+		wantReplyError(t, r.Err, CodeUnknownSession)
+		if r.Outcome != seqgap.AnswerRefused {
+			t.Fatalf("unknown session answered as %v, want refused", r.Outcome)
+		}
 	})
 }
 
@@ -750,7 +754,7 @@ func TestClientQueueFull(t *testing.T) {
 	c, st, log := filledChannel(t, StoreConfig{}, "QF00000001", 1000)
 	e := newEnv(t, ServerConfig{Channels: []*Channel{c}}, ClientConfig{MaxInflight: 1, QueueLen: 2, Timeout: natsWait})
 	notify := newNotify(e.cli)
-	rec := e.cli.For(0)
+	request := func(r seqgap.Range) { e.cli.Request(0, seqgap.Request{Session: st.session, Range: r}) }
 
 	// Hold the channel's lock: the server's handler blocks reading the
 	// store, so the first request stays in flight.
@@ -758,7 +762,7 @@ func TestClientQueueFull(t *testing.T) {
 	unlock := sync.OnceFunc(c.mu.Unlock)
 	defer unlock()
 	rng := func(i uint64) seqgap.Range { return seqgap.Range{From: i*100 + 1, To: i*100 + 100} }
-	rec.Request(st.session, rng(0))
+	request(rng(0))
 	deadline := time.Now().Add(natsWait)
 	for e.srv.Stats().Requests == 0 {
 		if time.Now().After(deadline) {
@@ -767,18 +771,15 @@ func TestClientQueueFull(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// The first request is in flight, the only one allowed: two more fill
-	// the queue, the next two find it full and fail at once.
+	// the queue, the next two find it full and fail at once (to be asked
+	// again: failed in transit).
 	for i := uint64(1); i <= 4; i++ {
-		rec.Request(st.session, rng(i))
+		request(rng(i))
 	}
-	var failed []*Result
-	e.cli.Drain(func(r *Result) { failed = append(failed, r) })
-	if len(failed) != 2 {
-		t.Fatalf("%d results right after the queue overflowed, want 2", len(failed))
-	}
+	failed := results(t, e.cli, notify, 2)
 	for i, r := range failed {
 		var re *ReplyError
-		if !errors.As(r.Err, &re) || re.Code != "" || !strings.Contains(re.Reason, "queued") || r.Range != rng(uint64(3+i)) || r.Packets != nil {
+		if !errors.As(r.Err, &re) || re.Code != "" || r.Outcome != seqgap.AnswerRetry || !strings.Contains(re.Reason, "queued") || r.Range != rng(uint64(3+i)) || r.Packets != nil {
 			t.Fatalf("overflow result %d: %+v (%v)", i, r, r.Err)
 		}
 	}
@@ -875,7 +876,7 @@ func TestWithUsers(t *testing.T) {
 	bob := newClient(t, bobConn, ClientConfig{Timeout: 300 * time.Millisecond})
 	_, err = bob.Retransmit(0, mold.Request{Session: st.session, Seq: 1, Count: 1})
 	var re *ReplyError
-	if !errors.As(err, &re) || re.Code != "" || !strings.Contains(re.Reason, ErrTimeout.Error()) {
+	if !errors.As(err, &re) || re.Code != "" || !errors.Is(err, ErrTimeout) {
 		t.Fatalf("bob without his inbox prefix: %v, want a timeout", err)
 	}
 	violation := false

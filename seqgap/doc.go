@@ -1,9 +1,10 @@
 // Package seqgap decides, for one channel (one MoldUDP64 stream, possibly
 // received on an A and a B line), what a subscriber has, what it lacks and
 // what to ask for. It is pure bookkeeping: no sockets, no goroutines, no
-// timers and no allocation per message. The caller feeds it packets, recovered
-// messages and the clock; it releases messages in order to an Output and asks
-// a Recovery for missing ranges.
+// timers and no allocation per message. The caller feeds it packets, the
+// clock and recovery's answers; it releases messages in order to an Output,
+// reports events there, and puts its requests for missing ranges in an
+// outbox.
 //
 // # State
 //
@@ -40,18 +41,39 @@
 //
 // # Deadlines
 //
-// Tick(now) is called by the caller's loop; nothing here reads a clock. A gap
-// is requested from the Recovery once it is GapDelay old (so that a packet
-// merely late, or the other line's copy, can close it first without a
-// request), and it is declared lost once it is LostAfter old, or at once when
-// the Recovery gives up on it. Declaring a gap lost releases the held messages
-// before it, reports the exact missing ranges in an EventLost, and moves next
-// past it: the stream never stalls and never skips silently. A Recovery that
-// is nil means no recovery: gaps wait LostAfter for late packets and are then
-// lost.
+// Tick(now) is called by the caller's loop; nothing here reads a clock. It
+// does four jobs, each a function of its own: it reports a silent channel
+// stale (and probes its tail), expires a late join's wait, settles the head
+// gaps (lost when LostAfter old, or as soon as the stream reaches a refused
+// part), and requests gaps once they are GapDelay old (so that a packet merely
+// late, or the other line's copy, can close them first without a request).
+// Declaring a gap lost releases the held messages before it, reports the
+// exact missing ranges in an EventLost, and moves next past it: the stream
+// never stalls and never skips silently. Without Config.Recovery nothing is
+// requested: gaps wait LostAfter for late packets and are then lost.
 //
 // A channel that receives nothing, not even a heartbeat, for StaleAfter is
 // reported stale once (EventStale), and fresh again on the next packet.
+//
+// # Recovery: outbox and answers
+//
+// As etcd's raft hands its Ready to the caller instead of doing I/O, the
+// tracker does not call recovery: each Request (a range, or a late join's
+// prefix marked Snapshot) goes into an outbox, a buffer reused from call to
+// call, that the caller drains with Requests after Packet and Tick and sends
+// once. Every answer comes back through one entry point, Answer, whose
+// Outcome says what it is:
+//
+//	AnswerPackets   recovered messages, released in order like live ones
+//	AnswerSnapshot  the caller applied a snapshot: the stream resumes at Next
+//	AnswerRefused   recovery cannot serve the range: lost once reached
+//	AnswerRetry     failed in transit: asked again within the deadline
+//	AnswerEnded     the session ended at Next (a tail gap if messages are
+//	                missing, EventSessionEnd once), and the range is refused
+//
+// Recovered messages of another session, or already released or held, are
+// counted (Stats.IgnoredRecov) and dropped; a refusal or retry of another
+// session changes nothing.
 //
 // # Sessions
 //
@@ -62,8 +84,8 @@
 // sequence known). The new session starts at sequence 1: if its first packet
 // starts later, the messages before it form a gap like any other, unless the
 // packet lies beyond the window: that is a late join, whose prefix is asked
-// for as a snapshot (SnapshotRecovery) while live messages are held. Resync
-// jumps a stream forward after a snapshot.
+// for as a snapshot (a Request marked Snapshot) while live messages are held.
+// An AnswerSnapshot jumps a stream forward.
 //
 // A packet with sequence 0, or one that leaps more than 2^32 past the known
 // end of its session, is dropped and counted rather than believed.

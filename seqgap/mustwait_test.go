@@ -7,11 +7,21 @@ import (
 	"github.com/tickcast/tickcast/mold"
 )
 
-// joinRec is a recovery that offers snapshots and records what is asked.
-type joinRec struct{ snapshots, requests []Range }
+// joinOut records what is released and lost.
+type joinOut struct {
+	released []uint64
+	lost     []Range
+}
 
-func (r *joinRec) Request(s mold.Session, rg Range)  { r.requests = append(r.requests, rg) }
-func (r *joinRec) Snapshot(s mold.Session, rg Range) { r.snapshots = append(r.snapshots, rg) }
+func (o *joinOut) Release(seq uint64, msg []byte, line int, recvNs int64) {
+	o.released = append(o.released, seq)
+}
+
+func (o *joinOut) Event(ev *Event) {
+	if ev.Kind == EventLost {
+		o.lost = append(o.lost, ev.Range)
+	}
+}
 
 func joinPacket(t *testing.T, sess mold.Session, seq uint64, n int) mold.Packet {
 	t.Helper()
@@ -33,18 +43,17 @@ func joinPacket(t *testing.T, sess mold.Session, seq uint64, n int) mold.Packet 
 // session and any packet once the snapshot is in need not. A consumer that
 // heeds it loses nothing.
 func TestMustWaitDuringLateJoin(t *testing.T) {
-	rec := &joinRec{}
-	tr, err := New(Config{Window: 8}, rec)
+	tr, err := New(Config{Window: 8, Recovery: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &propOut{t: t}
+	out := &joinOut{}
 	sess, _ := mold.ParseSession("AB00000001")
 	other, _ := mold.ParseSession("AB00000002")
 	// The first packet is at 1000: a late join; 1000..1001 are held.
 	tr.Packet(0, joinPacket(t, sess, 1000, 2), 1, 1, out)
-	if len(rec.snapshots) != 1 || rec.snapshots[0] != (Range{1, 999}) {
-		t.Fatalf("late join asked for %v snapshots, want [{1 999}]", rec.snapshots)
+	if reqs := tr.Requests(); len(reqs) != 1 || reqs[0] != (Request{Session: sess, Range: Range{1, 999}, Snapshot: true}) {
+		t.Fatalf("late join asked for %v, want one snapshot of 1..999", reqs)
 	}
 	if tr.MustWait(sess, 1002, 6) { // 1002..1007 fits 1000..1007
 		t.Fatal("a packet that fits the window must wait")
@@ -66,7 +75,7 @@ func TestMustWaitDuringLateJoin(t *testing.T) {
 	}
 	// The snapshot reflects up to 1003: 1004.. are released, and nothing
 	// waits any more.
-	tr.Resync(sess, 1004, 2, out)
+	tr.Answer(Answer{Outcome: AnswerSnapshot, Session: sess, Range: Range{1, 999}, Next: 1004}, 2, out)
 	if tr.MustWait(sess, 1008, 5) {
 		t.Fatal("must still wait after the snapshot")
 	}

@@ -10,89 +10,183 @@ import (
 	"github.com/tickcast/tickcast/mold"
 )
 
-// propOut collects what a tracker releases and loses.
+// propOut collects what a tracker releases, loses and asks for, and checks
+// every range it emits against the schedule's own account (schedule.fed,
+// schedule.high), not against the tracker.
 type propOut struct {
 	t        *testing.T
+	s        *schedule
 	released []uint64
 	lost     []Range
-	requests []Range
+	gaps     []Range
+	done     map[uint64]bool // released or lost
+	// feeding is the first sequence of the packet being fed (for a
+	// heartbeat or end of session, the next sequence it announces).
+	feeding uint64
 }
 
 func (o *propOut) Release(seq uint64, msg []byte, line int, recvNs int64) {
 	if got := string(msg); got != fmt.Sprintf("m%d", seq) {
 		o.t.Fatalf("released %q as seq %d", got, seq)
 	}
+	if o.done[seq] {
+		o.t.Fatalf("released %d twice", seq)
+	}
+	o.done[seq] = true
 	o.released = append(o.released, seq)
 }
 
 func (o *propOut) Event(ev *Event) {
-	if ev.Kind == EventLost {
-		o.lost = append(o.lost, ev.Range)
+	r := ev.Range
+	switch ev.Kind {
+	case EventGap:
+		// A gap opens between the highest sequence fed so far and the
+		// packet being fed: none of it has arrived, on any line.
+		if r.From != o.s.high || r.To+1 != o.feeding {
+			o.t.Fatalf("gap %v while feeding %d; the schedule says %d..%d", r, o.feeding, o.s.high, o.feeding-1)
+		}
+		for seq := r.From; seq <= r.To; seq++ {
+			if o.s.fed[seq] {
+				o.t.Fatalf("gap %v: message %d was fed already", r, seq)
+			}
+		}
+		o.gaps = append(o.gaps, r)
+	case EventLost:
+		for seq := r.From; seq <= r.To; seq++ {
+			if !o.s.withheldSeq[seq] || o.s.fed[seq] || o.done[seq] {
+				o.t.Fatalf("lost %v: message %d was not withheld, was fed, or was released", r, seq)
+			}
+			o.done[seq] = true
+		}
+		o.lost = append(o.lost, r)
 	}
 }
 
-func (o *propOut) Request(s mold.Session, r Range) { o.requests = append(o.requests, r) }
+// checkRequest: a request asks only for published messages that are in a
+// gap, and that were neither released nor lost yet.
+func (o *propOut) checkRequest(r Range) {
+	if r.From < 1 || r.To > o.s.n || r.To < r.From {
+		o.t.Fatalf("request %v: the stream is 1..%d", r, o.s.n)
+	}
+	for seq := r.From; seq <= r.To; seq++ {
+		in := false
+		for _, g := range o.gaps {
+			in = in || (g.From <= seq && seq <= g.To)
+		}
+		if !in || o.done[seq] {
+			o.t.Fatalf("request %v: message %d is in no gap (%v) or was released or lost", r, seq, o.gaps)
+		}
+	}
+}
+
+// cut is one packet's messages: first..first+count-1.
+type cut struct{ first, count uint64 }
 
 type arrival struct {
 	line int
-	pkt  []byte
+	c    cut
 }
 
-// schedule is one random run: n messages in packets, delivered on two lines
-// with loss, duplication, reordering and dark periods, and a recovery that
-// answers after a random delay except for withheld packets.
+// schedule is one random run: n messages, cut into packets differently on
+// each line (as two feed handlers publishing one stream do), delivered with
+// loss, duplication, overlapping re-cut copies, reordering and dark
+// periods, and a recovery that answers after a random delay except for
+// withheld messages.
 type schedule struct {
-	rng      *rand.Rand
-	session  mold.Session
-	n        uint64
-	packets  [][]byte // data packets in publishing order
-	firsts   []uint64
-	withheld map[int]bool // packet index → dropped everywhere, never recovered
-	arrivals []arrival
+	rng         *rand.Rand
+	session     mold.Session
+	n           uint64
+	withheldSeq map[uint64]bool // dropped everywhere, never recovered
+	arrivals    []arrival
+	b           *mold.Builder
+
+	// What the tracker has been fed, kept by the runner.
+	fed  map[uint64]bool
+	high uint64 // one past the highest sequence known (fed or announced)
 }
 
 func newSchedule(seed uint64) *schedule {
-	s := &schedule{rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), withheld: map[int]bool{}}
+	s := &schedule{rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), withheldSeq: map[uint64]bool{}, fed: map[uint64]bool{}, high: 1}
 	s.session, _ = mold.ParseSession("PROP")
-	b, _ := mold.NewBuilder(1500)
+	s.b, _ = mold.NewBuilder(65000)
 	s.n = uint64(20 + s.rng.IntN(400))
+	return s
+}
+
+// cuts splits 1..n into packets of 1..8 messages.
+func (s *schedule) cuts() []cut {
+	var cs []cut
 	for seq := uint64(1); seq <= s.n; {
 		k := min(uint64(1+s.rng.IntN(8)), s.n-seq+1)
-		b.Start(s.session, seq)
-		for i := uint64(0); i < k; i++ {
-			b.Add([]byte(fmt.Sprintf("m%d", seq+i)))
-		}
-		s.packets = append(s.packets, append([]byte{}, b.Finish()...))
-		s.firsts = append(s.firsts, seq)
+		cs = append(cs, cut{seq, k})
 		seq += k
 	}
-	return s
+	return cs
+}
+
+// withheld reports whether c holds a withheld message: such a packet is
+// lost on its line.
+func (s *schedule) withheld(c cut) bool {
+	for seq := c.first; seq < c.first+c.count; seq++ {
+		if s.withheldSeq[seq] {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *schedule) packet(c cut) []byte {
+	s.b.Start(s.session, c.first)
+	for seq := c.first; seq < c.first+c.count; seq++ {
+		s.b.Add([]byte(fmt.Sprintf("m%d", seq)))
+	}
+	return s.b.Finish()
 }
 
 func (s *schedule) build(withhold bool) {
 	rng := s.rng
 	if withhold {
-		for i := range s.packets {
-			if rng.Float64() < 0.05 {
-				s.withheld[i] = true
+		for seq := uint64(1); seq <= s.n; {
+			if rng.Float64() < 0.02 {
+				k := uint64(1 + rng.IntN(6))
+				for ; k > 0 && seq <= s.n; k-- {
+					s.withheldSeq[seq] = true
+					seq++
+				}
 			}
+			seq++
 		}
 	}
+	cutsA := s.cuts()
+	cutsB := cutsA
+	if rng.IntN(2) == 0 {
+		cutsB = s.cuts() // the B line cuts the stream at other boundaries
+	}
 	var lines [2][]arrival
-	for l := 0; l < 2; l++ {
+	for l, cuts := range [2][]cut{cutsA, cutsB} {
 		loss := []float64{0, 0.05, 0.3, 1}[rng.IntN(4)] // 1: the line is dark
 		darkFrom, darkTo := -1, -1
 		if rng.IntN(3) == 0 {
-			darkFrom = rng.IntN(len(s.packets))
-			darkTo = darkFrom + rng.IntN(len(s.packets)/2+1)
+			darkFrom = rng.IntN(len(cuts))
+			darkTo = darkFrom + rng.IntN(len(cuts)/2+1)
 		}
-		for i, p := range s.packets {
-			if s.withheld[i] || rng.Float64() < loss || (i >= darkFrom && i < darkTo) {
+		for i, c := range cuts {
+			if s.withheld(c) || rng.Float64() < loss || (i >= darkFrom && i < darkTo) {
 				continue
 			}
-			lines[l] = append(lines[l], arrival{l, p})
-			if rng.Float64() < 0.05 {
-				lines[l] = append(lines[l], arrival{l, p}) // duplicate
+			lines[l] = append(lines[l], arrival{l, c})
+			switch x := rng.Float64(); {
+			case x < 0.05:
+				lines[l] = append(lines[l], arrival{l, c}) // duplicate
+			case x < 0.10:
+				// A copy re-cut to overlap what came before: its first
+				// messages are duplicates, the rest may be new.
+				back := uint64(1 + rng.IntN(6))
+				o := cut{max(1, c.first-min(back, c.first)), 0}
+				o.count = min(c.first+c.count-o.first+uint64(rng.IntN(4)), s.n-o.first+1)
+				if !s.withheld(o) {
+					lines[l] = append(lines[l], arrival{l, o})
+				}
 			}
 		}
 		// Reorder: swap neighbours, sometimes a few apart.
@@ -112,26 +206,24 @@ func (s *schedule) build(withhold bool) {
 			s.arrivals, b = append(s.arrivals, b[0]), b[1:]
 		}
 	}
-	// End of session on both lines, the last copy reliable so the tail of
-	// the stream is always known.
-	eos := mold.AppendEndOfSession(nil, s.session, s.n+1)
-	s.arrivals = append(s.arrivals, arrival{rng.IntN(2), eos})
+}
+
+// fedDone records that the tracker took c.
+func (s *schedule) fedDone(c cut) {
+	for seq := c.first; seq < c.first+c.count; seq++ {
+		s.fed[seq] = true
+	}
+	s.high = max(s.high, c.first+c.count)
 }
 
 // run feeds the schedule to a tracker whose recovery serves every request
-// after a random delay, except withheld packets' messages.
+// after a random delay, except withheld messages.
 func (s *schedule) run(t *testing.T, cfg Config) *propOut {
-	out := &propOut{t: t}
-	tr, err := New(cfg, out)
+	out := &propOut{t: t, s: s, done: map[uint64]bool{}}
+	cfg.Recovery = true
+	tr, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
-	}
-	withheldSeq := map[uint64]bool{}
-	for i := range s.withheld {
-		p, _ := mold.Parse(s.packets[i])
-		for k := 0; k < p.Messages(); k++ {
-			withheldSeq[p.Seq+uint64(k)] = true
-		}
 	}
 	type pending struct {
 		due int
@@ -139,43 +231,59 @@ func (s *schedule) run(t *testing.T, cfg Config) *propOut {
 	}
 	var queue []pending
 	now := int64(0)
-	b, _ := mold.NewBuilder(65000)
+	take := func(line int, c cut, pkt []byte) {
+		p, err := mold.Parse(pkt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.feeding = c.first
+		if line == LineRecovery {
+			r := Range{c.first, c.first + c.count - 1}
+			tr.Answer(Answer{Outcome: AnswerPackets, Session: s.session, Range: r, Packets: [][]byte{pkt}}, now, out)
+		} else {
+			tr.Packet(line, p, now, now, out)
+		}
+		s.fedDone(c)
+	}
 	serve := func(r Range) {
 		// Answer in chunks of up to 16 messages, skipping withheld ones.
 		for seq := r.From; seq <= r.To; {
-			for seq <= r.To && withheldSeq[seq] {
+			for seq <= r.To && s.withheldSeq[seq] {
 				seq++
 			}
 			if seq > r.To {
 				break
 			}
-			b.Start(s.session, seq)
-			for seq <= r.To && !withheldSeq[seq] && b.Count() < 16 {
-				b.Add([]byte(fmt.Sprintf("m%d", seq)))
+			c := cut{seq, 0}
+			for seq <= r.To && !s.withheldSeq[seq] && c.count < 16 {
 				seq++
+				c.count++
 			}
-			p, _ := mold.Parse(b.Finish())
-			tr.Recovered(s.session, p, now, out)
+			take(LineRecovery, c, s.packet(c))
 		}
 	}
 	for i := 0; i <= len(s.arrivals)+10; i++ {
 		if i < len(s.arrivals) {
 			a := s.arrivals[i]
-			p, err := mold.Parse(a.pkt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr.Packet(a.line, p, now, now, out)
+			take(a.line, a.c, s.packet(a.c))
 		}
 		now += int64(1 + s.rng.IntN(10_000))
-		before := len(out.requests)
 		tr.Tick(now, out)
-		for _, r := range out.requests[before:] {
-			queue = append(queue, pending{i + s.rng.IntN(5), r})
+		for _, r := range tr.Requests() {
+			out.checkRequest(r.Range)
+			queue = append(queue, pending{i + s.rng.IntN(5), r.Range})
 		}
 		for len(queue) > 0 && queue[0].due <= i {
 			serve(queue[0].r)
 			queue = queue[1:]
+		}
+		if i == len(s.arrivals) {
+			// End of session on one line, reliable, so the tail of the
+			// stream is always known.
+			out.feeding = s.n + 1
+			p, _ := mold.Parse(mold.AppendEndOfSession(nil, s.session, s.n+1))
+			tr.Packet(s.rng.IntN(2), p, now, now, out)
+			s.high = max(s.high, s.n+1)
 		}
 	}
 	// Let every deadline pass.
@@ -188,14 +296,11 @@ func (s *schedule) run(t *testing.T, cfg Config) *propOut {
 }
 
 // check asserts that out released 1..n in order, exactly once, except the
-// withheld packets' messages, which were reported lost, exactly.
+// withheld messages, which were reported lost, exactly.
 func (s *schedule) check(t *testing.T, out *propOut) {
 	var wantLost []uint64
-	for i := range s.withheld {
-		p, _ := mold.Parse(s.packets[i])
-		for k := 0; k < p.Messages(); k++ {
-			wantLost = append(wantLost, p.Seq+uint64(k))
-		}
+	for seq := range s.withheldSeq {
+		wantLost = append(wantLost, seq)
 	}
 	slices.Sort(wantLost)
 	var gotLost []uint64
@@ -278,37 +383,30 @@ type countOut struct{ released, events int }
 func (o *countOut) Release(uint64, []byte, int, int64) { o.released++ }
 func (o *countOut) Event(*Event)                       { o.events++ }
 
+// TestTrackerAllocatesNothing: the packet path (abStream: both lines'
+// copies, a pair swapped and held; Tick) allocates nothing. Each measured run
+// takes perRun packets, so that one allocation in a thousand packets still
+// shows (AllocsPerRun rounds the average per run down).
 func TestTrackerAllocatesNothing(t *testing.T) {
+	const perRun, runs = 1200, 5
 	out := &countOut{}
-	tr, _ := New(Config{Window: 64}, nil)
-	sess, _ := mold.ParseSession("S")
-	b, _ := mold.NewBuilder(1500)
-	mk := func(seq uint64) mold.Packet {
-		b.Start(sess, seq)
-		for i := uint64(0); i < 4; i++ {
-			b.Add([]byte(fmt.Sprintf("m%d", seq+i)))
-		}
-		p, _ := mold.Parse(append([]byte{}, b.Finish()...))
-		return p
-	}
-	// Pre-built packets: in order, the B copy, and a pair swapped.
-	pkts := make([]mold.Packet, 0, 3000)
-	for seq := uint64(1); len(pkts) < 3000; seq += 12 {
-		p1, p2, p3 := mk(seq), mk(seq+4), mk(seq+8)
-		pkts = append(pkts, p1, p1, p3, p2)
-	}
+	tr, _ := New(Config{Window: 64})
+	pkts := abStream(t, perRun*(runs+1))
 	i := 0
-	a := testing.AllocsPerRun(500, func() {
-		for k := 0; k < 4; k++ {
+	// AllocsPerRun calls the function runs+1 times (one warm-up).
+	a := testing.AllocsPerRun(runs, func() {
+		for k := 0; k < perRun; k++ {
 			tr.Packet(k&1, pkts[i], 0, 0, out)
 			i++
+			if k%4 == 3 {
+				tr.Tick(0, out)
+			}
 		}
-		tr.Tick(0, out)
 	})
 	if a != 0 {
-		t.Fatalf("%.1f allocations per 4 packets (reorder and duplicate included)", a)
+		t.Fatalf("%.0f allocations per %d packets (reorder and duplicates included), want 0", a, perRun)
 	}
-	if out.released < 5000 {
-		t.Fatalf("only %d released", out.released)
+	if want := perRun * (runs + 1) * 2; out.released != want {
+		t.Fatalf("released %d messages, want %d", out.released, want)
 	}
 }

@@ -24,17 +24,24 @@ var update = flag.Bool("update", false, "rewrite the expected output of the scen
 //	heartbeat B S1 9     heartbeat (next sequence 9)
 //	eos A S1 9           end of session (next sequence 9)
 //	tick 5ms             the clock moves to 5ms and Tick runs
-//	recover S1 4 2       recovery delivers messages 4..5
-//	giveup S1 4 5        recovery gives up on 4..5
-//	resync S1 10         a snapshot covers everything before 10
-//	ended S1 9           recovery says the session ended (next sequence 9)
-//	retry S1 4 5         the request for 4..5 failed in transit
+//	recover S1 4 2       recovery delivers messages 4..5 (AnswerPackets)
+//	giveup S1 4 5        recovery refuses 4..5 (AnswerRefused)
+//	resync S1 10         a snapshot covers everything before 10 (AnswerSnapshot)
+//	ended S1 9           recovery says the session ended, next sequence 9 (AnswerEnded)
+//	retry S1 4 5         the request for 4..5 failed in transit (AnswerRetry)
+//	stats                the tracker's counters
 //	----
 //	release 1..3 A       consecutive releases from one line, coalesced
-//	gap 4..5 A           and every event, in the order emitted
+//	gap 4..5 A           and every event, in the order emitted;
+//	request 4..5         then the requests the command put in the outbox
+//	request 1..9 snapshot
 //
 // A blank line ends the output. Messages carry "m<seq>" so the runner checks
 // that every released message is the one its sequence number says.
+//
+// The counters of a stats line are not only compared with the file: the
+// runner also checks them against its own account of the scenario (see
+// model), which does not come from the tracker.
 
 type scenario struct {
 	t     *testing.T
@@ -44,7 +51,75 @@ type scenario struct {
 	relFr uint64
 	relTo uint64
 	relLn int
-	reqs  []Range
+	m     model
+}
+
+// model is the scenario runner's own account of what it fed the tracker and
+// what the tracker handed out, to check the stats counters against.
+type model struct {
+	had      map[mold.Session]map[uint64]bool // by session: sequences fed, lost, or below a resync
+	fed      uint64                           // messages fed, live and recovered
+	newMsgs  uint64                           // of those, the ones not had before
+	dupPkts  uint64                           // live data packets that brought nothing new
+	wins     [2]uint64                        // live data packets that brought something new, per line
+	released uint64                           // Release calls
+	fromRec  uint64                           // ... of messages from recovery
+	lost     uint64                           // messages in EventLost ranges
+}
+
+// feed records a data packet of count messages from seq on line (or
+// LineRecovery) and returns how many were new.
+func (m *model) feed(session mold.Session, seq uint64, count int, line int) {
+	fresh := 0
+	for i := 0; i < count; i++ {
+		if !m.has(session, seq+uint64(i)) {
+			m.mark(session, seq+uint64(i))
+			fresh++
+		}
+	}
+	m.fed += uint64(count)
+	m.newMsgs += uint64(fresh)
+	if line == LineRecovery {
+		return
+	}
+	if fresh == 0 {
+		m.dupPkts++
+	} else {
+		m.wins[line]++
+	}
+}
+
+func (m *model) has(session mold.Session, seq uint64) bool { return m.had[session][seq] }
+
+func (m *model) mark(session mold.Session, seq uint64) {
+	if m.had == nil {
+		m.had = map[mold.Session]map[uint64]bool{}
+	}
+	if m.had[session] == nil {
+		m.had[session] = map[uint64]bool{}
+	}
+	m.had[session][seq] = true
+}
+
+// check compares the tracker's counters with the model.
+func (m *model) check(t *testing.T, where string, st Stats) {
+	t.Helper()
+	for _, c := range []struct {
+		name      string
+		got, want uint64
+	}{
+		{"released (Release calls)", st.Released, m.released},
+		{"recovered (releases from recovery)", st.Recovered, m.fromRec},
+		{"lost (messages in lost events)", st.Lost, m.lost},
+		{"dup-msgs + ignored recovered (fed - new)", st.DupMessages + st.IgnoredRecov, m.fed - m.newMsgs},
+		{"dup-packets (live packets with nothing new)", st.DupPackets, m.dupPkts},
+		{"wins on A", st.WinsPerLine[0], m.wins[0]},
+		{"wins on B", st.WinsPerLine[1], m.wins[1]},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: stats %s = %d, the scenario says %d", where, c.name, c.got, c.want)
+		}
+	}
 }
 
 func lineName(l int) string {
@@ -70,6 +145,10 @@ func (s *scenario) flushRel() {
 }
 
 func (s *scenario) Release(seq uint64, msg []byte, line int, recvNs int64) {
+	s.m.released++
+	if line == LineRecovery {
+		s.m.fromRec++
+	}
 	if want := fmt.Sprintf("m%d", seq); string(msg) != want {
 		s.t.Fatalf("released %q as seq %d", msg, seq)
 	}
@@ -91,19 +170,41 @@ func (s *scenario) Event(ev *Event) {
 		str = fmt.Sprintf("%s %s last=%d", ev.Kind, ev.Session, ev.LastSeq)
 	case EventGap:
 		str = fmt.Sprintf("gap %s %s", ev.Range, lineName(ev.Line))
-	case EventRequest:
-		str = fmt.Sprintf("request %s", ev.Range)
 	case EventLost:
 		str = fmt.Sprintf("lost %s %s", ev.Range, ev.Reason)
+		s.m.lost += ev.Range.Len()
+		for seq := ev.Range.From; seq <= ev.Range.To; seq++ {
+			s.m.mark(ev.Session, seq)
+		}
 	default:
 		str = ev.Kind.String()
 	}
 	s.out = append(s.out, str)
 }
 
-func (s *scenario) Request(session mold.Session, r Range) { s.reqs = append(s.reqs, r) }
+// requests prints what the tracker put in its outbox.
+func (s *scenario) requests() {
+	if s.tr == nil {
+		return
+	}
+	for _, r := range s.tr.Requests() {
+		str := fmt.Sprintf("request %s", r.Range)
+		if r.Snapshot {
+			str += " snapshot"
+		}
+		s.out = append(s.out, str)
+	}
+}
 
 func (s *scenario) packet(session string, seq uint64, count uint16, msgs int) mold.Packet {
+	p, err := mold.Parse(s.packetBytes(session, seq, count, msgs))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return p
+}
+
+func (s *scenario) packetBytes(session string, seq uint64, count uint16, msgs int) []byte {
 	sess, err := mold.ParseSession(session)
 	if err != nil {
 		s.t.Fatal(err)
@@ -117,11 +218,7 @@ func (s *scenario) packet(session string, seq uint64, count uint16, msgs int) mo
 	if count == 0 || count == mold.EndOfSession {
 		pkt = mold.Header{Session: sess, Seq: seq, Count: count}.Append(nil)
 	}
-	p, err := mold.Parse(pkt)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return p
+	return pkt
 }
 
 func (s *scenario) run(cmd string) {
@@ -166,17 +263,18 @@ func (s *scenario) run(cmd string) {
 				s.t.Fatalf("unknown config %q", k)
 			}
 		}
-		var rec Recovery
-		if recovery {
-			rec = s
-		}
-		tr, err := New(cfg, rec)
+		cfg.Recovery = recovery
+		tr, err := New(cfg)
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		s.tr, s.now = tr, 0
+		s.tr, s.now, s.m = tr, 0, model{}
 	case "packet":
 		n := u(4)
+		if seq := u(3); seq != 0 && seq < 1<<32 {
+			// The scenarios' implausible packets start at 0 or past 2^32.
+			s.m.feed(s.session(f[2]), seq, int(n), line())
+		}
 		s.tr.Packet(line(), s.packet(f[2], u(3), uint16(n), int(n)), s.now, s.now, s)
 	case "heartbeat":
 		s.tr.Packet(line(), s.packet(f[2], u(3), 0, 0), s.now, s.now, s)
@@ -191,28 +289,38 @@ func (s *scenario) run(cmd string) {
 		s.tr.Tick(s.now, s)
 	case "recover":
 		n := u(3)
-		sess, _ := mold.ParseSession(f[1])
-		s.tr.Recovered(sess, s.packet(f[1], u(2), uint16(n), int(n)), s.now, s)
+		s.m.feed(s.session(f[1]), u(2), int(n), LineRecovery)
+		s.tr.Answer(Answer{Outcome: AnswerPackets, Session: s.session(f[1]), Range: Range{u(2), u(2) + n - 1},
+			Packets: [][]byte{s.packetBytes(f[1], u(2), uint16(n), int(n))}}, s.now, s)
 	case "giveup":
-		sess, _ := mold.ParseSession(f[1])
-		s.tr.GiveUp(sess, Range{u(2), u(3)}, s.now)
+		s.tr.Answer(Answer{Outcome: AnswerRefused, Session: s.session(f[1]), Range: Range{u(2), u(3)}}, s.now, s)
 	case "ended":
-		sess, _ := mold.ParseSession(f[1])
-		s.tr.EndOfSession(sess, u(2), s.now, s)
+		s.tr.Answer(Answer{Outcome: AnswerEnded, Session: s.session(f[1]), Next: u(2)}, s.now, s)
 	case "retry":
-		sess, _ := mold.ParseSession(f[1])
-		s.tr.Retry(sess, Range{u(2), u(3)})
+		s.tr.Answer(Answer{Outcome: AnswerRetry, Session: s.session(f[1]), Range: Range{u(2), u(3)}}, s.now, s)
 	case "resync":
-		sess, _ := mold.ParseSession(f[1])
-		s.tr.Resync(sess, u(2), s.now, s)
+		for seq := uint64(1); seq < u(2); seq++ {
+			s.m.mark(s.session(f[1]), seq)
+		}
+		s.tr.Answer(Answer{Outcome: AnswerSnapshot, Session: s.session(f[1]), Next: u(2)}, s.now, s)
 	case "stats":
 		st := s.tr.Stats()
+		s.m.check(s.t, cmd, st)
 		s.out = append(s.out, fmt.Sprintf("released=%d lost=%d dup-msgs=%d dup-packets=%d held=%d recovered=%d overflow=%d wins=%d/%d requests=%d",
 			st.Released, st.Lost, st.DupMessages, st.DupPackets, st.Held, st.Recovered, st.Overflow, st.WinsPerLine[0], st.WinsPerLine[1], st.Requests))
 	default:
 		s.t.Fatalf("unknown command %q", cmd)
 	}
 	s.flushRel()
+	s.requests()
+}
+
+func (s *scenario) session(name string) mold.Session {
+	sess, err := mold.ParseSession(name)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return sess
 }
 
 func TestScenarios(t *testing.T) {

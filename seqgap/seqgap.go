@@ -48,6 +48,11 @@ type Config struct {
 	// StaleAfter is how long without any packet makes the channel stale.
 	// Default 300ms (three 100 ms heartbeat intervals).
 	StaleAfter time.Duration
+	// Recovery says that the caller serves the tracker's requests
+	// (Tracker.Requests) and hands back the answers (Tracker.Answer).
+	// Without it nothing is requested: gaps wait LostAfter for late packets
+	// and are then lost, and a late join's prefix is lost at once.
+	Recovery bool
 }
 
 func (c *Config) setDefaults() error {
@@ -78,19 +83,65 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
-// Recovery is asked for missing ranges. Its answers come back through
-// Tracker.Recovered (messages) and Tracker.GiveUp (ranges it cannot serve).
-// Request must not block: it queues the request and returns.
-type Recovery interface {
-	Request(session mold.Session, r Range)
+// Request is a range the tracker asks recovery for. The caller takes the
+// requests from the tracker's outbox (Tracker.Requests), sends each once, and
+// hands every answer back through Tracker.Answer.
+type Request struct {
+	Session mold.Session
+	Range   Range
+	// Snapshot marks a late join's prefix: it is best answered with the
+	// channel's snapshot (AnswerSnapshot). A recovery without snapshots
+	// may replay the range instead.
+	Snapshot bool
 }
 
-// SnapshotRecovery is a Recovery that can also answer a range with the
-// channel's snapshot. A late join asks for its missing prefix this way: the
-// answer comes back through Tracker.Resync (or GiveUp).
-type SnapshotRecovery interface {
-	Recovery
-	Snapshot(session mold.Session, r Range)
+// Outcome says how recovery answered a request.
+type Outcome uint8
+
+// Outcomes of a request.
+const (
+	// AnswerPackets: Answer.Packets carry recovered messages of the range.
+	AnswerPackets Outcome = iota + 1
+	// AnswerSnapshot: the caller applied the channel's snapshot, which
+	// reflects every message before Answer.Next; the stream resumes there.
+	// Messages and gaps below Next are dropped without being reported lost;
+	// held ones from Next on stay.
+	AnswerSnapshot
+	// AnswerRefused: recovery cannot serve the range (unknown session, too
+	// old, nothing there yet): the gaps' parts it covers are lost as soon as
+	// the stream reaches them (at a Tick); other parts may still come.
+	AnswerRefused
+	// AnswerRetry: the request failed in transit (timed out, nobody
+	// answered, queue full): the gaps it touches are asked for again at the
+	// next Tick, within their LostAfter deadline.
+	AnswerRetry
+	// AnswerEnded: the session has ended and Answer.Next is one past its
+	// last message; the range is refused as with AnswerRefused. It acts as
+	// an end-of-session packet would (a tail gap if messages are missing,
+	// EventSessionEnd once): a subscriber that lost every end-of-session
+	// packet still learns the end.
+	AnswerEnded
+)
+
+var outcomeNames = [...]string{"", "packets", "snapshot", "refused", "retry", "ended"}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) && o != 0 {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
+
+// Answer is recovery's answer to a Request (see Tracker.Answer).
+type Answer struct {
+	Outcome Outcome
+	Session mold.Session
+	Range   Range // the range that was asked for
+	// Packets are MoldUDP64 packets of recovered messages (AnswerPackets).
+	Packets [][]byte
+	// Next is the sequence after the snapshot (AnswerSnapshot), or one past
+	// the session's last message (AnswerEnded).
+	Next uint64
 }
 
 // Output receives what the tracker releases, in order.
@@ -111,13 +162,12 @@ const (
 	EventSessionEnd                         // end of session arrived; LastSeq is the last sequence
 	EventSessionAbrupt                      // the session was replaced without end of session; LastSeq is the last known
 	EventGap                                // Range went missing (detected)
-	EventRequest                            // Range was requested from recovery
 	EventLost                               // Range is lost for good; Reason says why
 	EventStale                              // nothing received for StaleAfter
 	EventFresh                              // packets again after EventStale
 )
 
-var eventNames = [...]string{"", "session-start", "session-end", "session-abrupt", "gap", "request", "lost", "stale", "fresh"}
+var eventNames = [...]string{"", "session-start", "session-end", "session-abrupt", "gap", "lost", "stale", "fresh"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && k != 0 {
@@ -151,7 +201,7 @@ type Event struct {
 	Kind    EventKind
 	Line    int // the line whose packet caused it, or LineRecovery
 	Session mold.Session
-	Range   Range      // EventGap, EventRequest, EventLost
+	Range   Range      // EventGap, EventLost
 	LastSeq uint64     // EventSessionEnd, EventSessionAbrupt
 	Reason  LossReason // EventLost
 }
@@ -170,7 +220,7 @@ type Stats struct {
 	Overflow      uint64 // messages that arrived too far ahead to hold
 	OversizeHeld  uint64 // held messages larger than SlotSize
 	Gaps          uint64 // gaps detected
-	Requests      uint64 // ranges requested
+	Requests      uint64 // ranges requested (probes not included)
 	Lost          uint64 // messages declared lost
 	LostRanges    uint64 // EventLost events
 	Sessions      uint64
@@ -220,7 +270,6 @@ type gap struct {
 // Tracker follows one channel. It is used by one goroutine.
 type Tracker struct {
 	cfg       Config
-	rec       Recovery
 	session   mold.Session
 	started   bool
 	ended     bool
@@ -236,19 +285,20 @@ type Tracker struct {
 	gapHead   int
 	gapCount  int
 	heldCount int
-	join      join  // a late join's missing prefix, when pending
-	ev        Event // scratch: events are passed by pointer, never escape
+	join      join      // a late join's missing prefix, when pending
+	ev        Event     // scratch: events are passed by pointer, never escape
+	outbox    []Request // requests not yet taken (Requests); reused
 	stats     Stats
 }
 
-// New returns a tracker. rec may be nil: no recovery.
-func New(cfg Config, rec Recovery) (*Tracker, error) {
+// New returns a tracker.
+func New(cfg Config) (*Tracker, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
 	return &Tracker{
 		cfg:    cfg,
-		rec:    rec,
+		outbox: make([]Request, 0, outboxCap),
 		window: make([]held, cfg.Window),
 		data:   make([]byte, cfg.Window*cfg.SlotSize),
 		mask:   uint64(cfg.Window - 1),
@@ -266,7 +316,7 @@ func (t *Tracker) Next() uint64 { return t.next }
 
 // MustWait reports whether a data packet of session whose messages are
 // seq..seq+n-1 should stay in the transport's queue for now: a late join
-// holds live messages for its snapshot (see Resync), and the packet reaches
+// holds live messages for its snapshot (see AnswerSnapshot), and the packet reaches
 // beyond what the window can hold, so taking it would force the join's
 // prefix to be declared lost although its snapshot may be on the way. A
 // consumer that leaves it queued, lets recovery answers in and asks again
@@ -297,6 +347,25 @@ func (t *Tracker) Outstanding() (gaps, held int) { return t.gapCount, t.heldCoun
 
 // Stats returns the counters.
 func (t *Tracker) Stats() Stats { return t.stats }
+
+// Requests returns the requests made since the last call, oldest first, and
+// empties the outbox: each request is handed out once. The slice is the
+// tracker's own buffer, reused so that requesting allocates nothing: it is
+// valid until the next call into the tracker.
+func (t *Tracker) Requests() []Request {
+	r := t.outbox
+	t.outbox = t.outbox[:0]
+	return r
+}
+
+// outboxCap is the outbox's initial capacity; it grows (once) if a Tick
+// requests more ranges than that.
+const outboxCap = 16
+
+// request puts r in the outbox.
+func (t *Tracker) request(r Range, snapshot bool) {
+	t.outbox = append(t.outbox, Request{Session: t.session, Range: r, Snapshot: snapshot})
+}
 
 // Released returns how many messages the tracker has released (the cheap
 // form of Stats().Released, for loops that check it per packet).
@@ -482,7 +551,7 @@ func (t *Tracker) releaseHeld(h *held, out Output) {
 }
 
 // holding reports whether live messages wait for a late join's snapshot.
-func (t *Tracker) holding() bool { return t.join.pending && t.rec != nil }
+func (t *Tracker) holding() bool { return t.join.pending && t.cfg.Recovery }
 
 // startJoin records the prefix 1..start-1 of a session met late and asks
 // recovery for it (the snapshot, when the recovery offers one); the stream
@@ -494,18 +563,11 @@ func (t *Tracker) startJoin(line int, start uint64, nowNs int64, out Output) {
 	ev := t.emit(EventGap, line)
 	ev.Range = t.join.r
 	out.Event(ev)
-	if t.rec == nil {
+	if !t.cfg.Recovery {
 		return
 	}
 	t.stats.Requests++
-	ev = t.emit(EventRequest, LineRecovery)
-	ev.Range = t.join.r
-	out.Event(ev)
-	if sr, ok := t.rec.(SnapshotRecovery); ok {
-		sr.Snapshot(t.session, t.join.r)
-	} else {
-		t.rec.Request(t.session, t.join.r)
-	}
+	t.request(t.join.r, true)
 }
 
 // loseJoin reports a late join's prefix lost and releases what was held.
@@ -569,41 +631,61 @@ func (t *Tracker) trimGaps() {
 	}
 }
 
-// Tick enforces the deadlines at nowNs: it requests gaps that are GapDelay
-// old, declares lost those past LostAfter (or given up), and reports a stale
-// channel. Call it from the receive loop, as often as convenient.
+// Tick enforces the deadlines at nowNs: it reports a silent channel stale
+// (and probes its tail), declares lost what is past LostAfter or refused,
+// and requests gaps that are GapDelay old. Call it from the receive loop, as
+// often as convenient.
 func (t *Tracker) Tick(nowNs int64, out Output) {
+	t.checkStale(nowNs, out)
+	t.probeSilentTail(nowNs)
+	t.expireJoin(nowNs, out)
+	t.resolveHeadGaps(nowNs, out)
+	t.requestGaps(nowNs)
+}
+
+// checkStale reports the channel stale once nothing arrived for StaleAfter.
+func (t *Tracker) checkStale(nowNs int64, out Output) {
 	if t.started && !t.stale && nowNs-t.lastNs >= int64(t.cfg.StaleAfter) {
 		t.stale = true
 		t.stats.StaleEvents++
 		out.Event(t.emit(EventStale, LineRecovery))
 	}
-	if t.stale && !t.ended && t.rec != nil && nowNs-t.probeNs >= int64(t.cfg.StaleAfter) {
-		// Silence may hide a lost tail (heartbeats lost too): ask recovery
-		// for what follows high. A reply with messages extends the stream;
-		// one that there is nothing yet is given up without effect.
-		t.probeNs = nowNs
-		// As far as the window reaches: an answer beyond it could not be
-		// held.
-		if limit := t.next + uint64(len(t.window)) - 1; t.high <= limit {
-			t.stats.Probes++
-			r := Range{t.high, min(t.high+probeLen-1, limit)}
-			ev := t.emit(EventRequest, LineRecovery)
-			ev.Range = r
-			out.Event(ev)
-			t.rec.Request(t.session, r)
-		}
+}
+
+// probeSilentTail asks recovery, once per StaleAfter, for what follows high
+// on a stale stream that has not ended: silence may hide a lost tail
+// (heartbeats lost too). A reply with messages extends the stream; one that
+// there is nothing yet is refused without effect.
+func (t *Tracker) probeSilentTail(nowNs int64) {
+	if !t.stale || t.ended || !t.cfg.Recovery || nowNs-t.probeNs < int64(t.cfg.StaleAfter) {
+		return
 	}
-	if t.join.pending && nowNs >= t.join.deadlineNs {
-		reason := LossTimeout
-		if t.join.refused {
-			reason = LossRefused
-		}
-		t.loseJoin(reason, out)
+	t.probeNs = nowNs
+	// As far as the window reaches: an answer beyond it could not be held.
+	if limit := t.next + uint64(len(t.window)) - 1; t.high <= limit {
+		t.stats.Probes++
+		t.request(Range{t.high, min(t.high+probeLen-1, limit)}, false)
 	}
-	// Resolve the head gap, in order: a part recovery refused is lost as
-	// soon as the stream reaches it (what lies before it may still come);
-	// the whole gap is lost once LostAfter has passed.
+}
+
+// expireJoin declares a late join's prefix lost once its deadline passed
+// (at once when recovery refused it).
+func (t *Tracker) expireJoin(nowNs int64, out Output) {
+	if !t.join.pending || nowNs < t.join.deadlineNs {
+		return
+	}
+	reason := LossTimeout
+	if t.join.refused {
+		reason = LossRefused
+	}
+	t.loseJoin(reason, out)
+}
+
+// resolveHeadGaps settles the gaps at the head of the list, in order: a part
+// recovery refused is lost as soon as the stream reaches it (what lies
+// before it may still come); the whole gap is lost once LostAfter has
+// passed.
+func (t *Tracker) resolveHeadGaps(nowNs int64, out Output) {
 	for t.gapCount > 0 {
 		g := &t.gaps[t.gapHead]
 		if g.refused.From != 0 && t.next >= g.refused.From {
@@ -613,16 +695,19 @@ func (t *Tracker) Tick(nowNs int64, out Output) {
 			continue
 		}
 		if nowNs < g.deadlineNs {
-			break
+			return
 		}
 		t.loseThrough(g.to, LossTimeout, out)
 	}
-	if t.rec == nil {
+}
+
+// requestGaps requests what is GapDelay old and not yet requested, as far as
+// the window reaches: an answer beyond it could not be held. The rest is
+// requested as the window moves, each extension with a fresh deadline.
+func (t *Tracker) requestGaps(nowNs int64) {
+	if !t.cfg.Recovery {
 		return
 	}
-	// Request what is old enough and not yet requested, as far as the
-	// window reaches: an answer beyond it could not be held. The rest is
-	// requested as the window moves, each extension with a fresh deadline.
 	limit := t.next + uint64(len(t.window)) - 1
 	for i := 0; i < t.gapCount; i++ {
 		g := &t.gaps[(t.gapHead+i)%len(t.gaps)]
@@ -630,7 +715,7 @@ func (t *Tracker) Tick(nowNs int64, out Output) {
 		to := min(g.to, limit)
 		if from > to {
 			if g.from > limit {
-				break
+				return
 			}
 			continue
 		}
@@ -643,11 +728,7 @@ func (t *Tracker) Tick(nowNs int64, out Output) {
 		g.retry = false
 		g.reqTo = to
 		t.stats.Requests++
-		r := Range{from, to}
-		ev := t.emit(EventRequest, LineRecovery)
-		ev.Range = r
-		out.Event(ev)
-		t.rec.Request(t.session, r)
+		t.request(Range{from, to}, false)
 	}
 }
 
@@ -692,8 +773,30 @@ func (t *Tracker) loseThrough(to uint64, reason LossReason, out Output) {
 	t.trimGaps()
 }
 
-// Recovered takes a packet of recovered messages for session.
-func (t *Tracker) Recovered(session mold.Session, p mold.Packet, nowNs int64, out Output) {
+// Answer takes recovery's answer to one of the tracker's requests, whatever
+// its outcome; nowNs is the caller's clock (Tick's).
+func (t *Tracker) Answer(a Answer, nowNs int64, out Output) {
+	switch a.Outcome {
+	case AnswerPackets:
+		for _, b := range a.Packets {
+			if p, err := mold.Parse(b); err == nil {
+				t.recovered(a.Session, p, nowNs, out)
+			}
+		}
+	case AnswerSnapshot:
+		t.resync(a.Session, a.Next, nowNs, out)
+	case AnswerRefused:
+		t.refuse(a.Session, a.Range, nowNs)
+	case AnswerRetry:
+		t.retry(a.Session, a.Range)
+	case AnswerEnded:
+		t.endOfSession(a.Session, a.Next, nowNs, out)
+		t.refuse(a.Session, a.Range, nowNs)
+	}
+}
+
+// recovered takes a packet of recovered messages for session.
+func (t *Tracker) recovered(session mold.Session, p mold.Packet, nowNs int64, out Output) {
 	if !t.started || session != t.session || p.Messages() == 0 {
 		t.stats.IgnoredRecov += uint64(p.Messages())
 		return
@@ -717,11 +820,9 @@ func (t *Tracker) Recovered(session mold.Session, p mold.Packet, nowNs int64, ou
 	}
 }
 
-// EndOfSession takes what recovery says of a session that ended: nextSeq is
-// one past its last message. It acts as an end-of-session packet would (a
-// tail gap if messages are missing, EventSessionEnd once); it is how a
-// subscriber that lost every end-of-session packet still learns the end.
-func (t *Tracker) EndOfSession(session mold.Session, nextSeq uint64, nowNs int64, out Output) {
+// endOfSession takes what recovery says of a session that ended: nextSeq is
+// one past its last message (see AnswerEnded).
+func (t *Tracker) endOfSession(session mold.Session, nextSeq uint64, nowNs int64, out Output) {
 	if !t.started || session != t.session {
 		return
 	}
@@ -734,10 +835,9 @@ func (t *Tracker) EndOfSession(session mold.Session, nextSeq uint64, nowNs int64
 	}
 }
 
-// GiveUp declares that recovery cannot serve r of session: that part of the
-// gaps it touches is lost as soon as the stream reaches it (at a Tick);
-// other parts of the same gaps may still be recovered.
-func (t *Tracker) GiveUp(session mold.Session, r Range, nowNs int64) {
+// refuse records that recovery cannot serve r of session (see
+// AnswerRefused).
+func (t *Tracker) refuse(session mold.Session, r Range, nowNs int64) {
 	if !t.started || session != t.session {
 		return
 	}
@@ -758,10 +858,9 @@ func (t *Tracker) GiveUp(session mold.Session, r Range, nowNs int64) {
 	}
 }
 
-// Retry says that a request for r of session failed in transit (timed out,
-// nobody answered): the gaps it touches are asked for again at the next
-// Tick, within their LostAfter deadline.
-func (t *Tracker) Retry(session mold.Session, r Range) {
+// retry asks again, at the next Tick, for the gaps a request that failed in
+// transit touched (see AnswerRetry).
+func (t *Tracker) retry(session mold.Session, r Range) {
 	if !t.started || session != t.session {
 		return
 	}
@@ -774,10 +873,9 @@ func (t *Tracker) Retry(session mold.Session, r Range) {
 	}
 }
 
-// Resync moves the stream of session to next, as after loading a snapshot
-// that reflects every message before next: messages and gaps below next are
-// dropped without being reported lost, held ones from next on stay.
-func (t *Tracker) Resync(session mold.Session, next uint64, nowNs int64, out Output) {
+// resync moves the stream of session to next, as after loading a snapshot
+// that reflects every message before next (see AnswerSnapshot).
+func (t *Tracker) resync(session mold.Session, next uint64, nowNs int64, out Output) {
 	if !t.started || session != t.session {
 		t.newSession(LineRecovery, session, nowNs, out)
 	}
