@@ -382,59 +382,74 @@ func (c *Client) reply(m *nats.Msg) {
 		c.mu.Unlock()
 		return // timed out already
 	}
-	var fail error
-	final := false
+	fail, final, again := c.take(k, m)
+	if final && !again {
+		c.retire(k)
+	}
+	c.mu.Unlock()
+	if final && !again {
+		c.complete(k, m, fail)
+	}
+}
+
+// take reads one reply message m of call k; c.mu is held. It reports
+// whether the reply is final and its error, if any. When an error reply
+// means the call goes on as another request (the snapshot instead of a
+// range the store no longer holds, or the part of a range that exists), it
+// sends that request and reports again.
+func (c *Client) take(k *call, m *nats.Msg) (fail error, final, again bool) {
 	switch {
 	case m.Header.Get("Status") == "503":
 		// NATS itself answers when nobody subscribes to the subject.
-		fail, final = &ReplyError{Reason: fmt.Sprintf("%s: no feed handler answers on this subject (is it running, with the same feed name?)", k.subject)}, true
+		return &ReplyError{Reason: fmt.Sprintf("%s: no feed handler answers on this subject (is it running, with the same feed name?)", k.subject)}, true, false
 	case m.Header.Get(HeaderError) != "":
 		e := &ReplyError{Code: ErrorCode(m.Header.Get(HeaderError)), Reason: m.Header.Get(HeaderReason)}
 		e.Oldest, _ = strconv.ParseUint(m.Header.Get(HeaderOldest), 10, 64)
 		e.Next, _ = strconv.ParseUint(m.Header.Get(HeaderNext), 10, 64)
 		e.Ended = m.Header.Get(HeaderEnded) == "true"
-		fail, final = e, true
-		if e.Code == CodeTooOld && k.wait == nil && !k.snap && c.cfg.SnapshotAbove >= 0 {
-			// The store no longer holds the range: the snapshot is the
-			// only way to the current state.
-			c.retire(k)
-			c.send(c.snapshotCall(k.res.Channel, k.res.Session, k.res.Range, k.start))
-			c.mu.Unlock()
-			return
-		}
-		if e.Code == CodeNotYet && k.wait == nil && e.Next > k.want.Seq {
-			// Part of the range exists: ask again for that part. This is
-			// also how a probe past the known end of a stale stream learns
-			// what it missed.
-			c.retire(k)
-			n := min(e.Next-k.want.Seq, uint64(k.want.Count))
-			k.want.Count = uint16(n)
-			k.payload = k.want.Append(k.payload[:0])
-			k.res.Range.To = k.want.Seq + n - 1
-			k.parts = nil
-			c.send(k)
-			c.mu.Unlock()
-			return
-		}
+		return e, true, c.askAgain(k, e)
 	case m.Header.Get(HeaderFinal) != "":
-		final = true
 		if n, err := strconv.Atoi(m.Header.Get(HeaderFinal)); err != nil || n != len(k.parts) {
 			fail = &ReplyError{Reason: fmt.Sprintf("%s: final marker says %q parts, %d received", k.subject, m.Header.Get(HeaderFinal), len(k.parts))}
 		}
-	default:
-		if n, err := strconv.Atoi(m.Header.Get(HeaderPart)); err != nil || n != len(k.parts)+1 {
-			fail, final = &ReplyError{Reason: fmt.Sprintf("%s: part %q out of order after %d parts", k.subject, m.Header.Get(HeaderPart), len(k.parts))}, true
-		} else {
-			k.parts = append(k.parts, m.Data)
-		}
+		return fail, true, false
 	}
-	if final {
+	if n, err := strconv.Atoi(m.Header.Get(HeaderPart)); err != nil || n != len(k.parts)+1 {
+		return &ReplyError{Reason: fmt.Sprintf("%s: part %q out of order after %d parts", k.subject, m.Header.Get(HeaderPart), len(k.parts))}, true, false
+	}
+	k.parts = append(k.parts, m.Data)
+	return nil, false, false
+}
+
+// askAgain turns error reply e of call k into another request where one
+// can still get the messages, sends it and reports true; c.mu is held.
+func (c *Client) askAgain(k *call, e *ReplyError) bool {
+	if e.Code == CodeTooOld && k.wait == nil && !k.snap && c.cfg.SnapshotAbove >= 0 {
+		// The store no longer holds the range: the snapshot is the only
+		// way to the current state.
 		c.retire(k)
+		c.send(c.snapshotCall(k.res.Channel, k.res.Session, k.res.Range, k.start))
+		return true
 	}
-	c.mu.Unlock()
-	if !final {
-		return
+	if e.Code == CodeNotYet && k.wait == nil && e.Next > k.want.Seq {
+		// Part of the range exists: ask again for that part. This is also
+		// how a probe past the known end of a stale stream learns what it
+		// missed.
+		c.retire(k)
+		n := min(e.Next-k.want.Seq, uint64(k.want.Count))
+		k.want.Count = uint16(n)
+		k.payload = k.want.Append(k.payload[:0])
+		k.res.Range.To = k.want.Seq + n - 1
+		k.parts = nil
+		c.send(k)
+		return true
 	}
+	return false
+}
+
+// complete delivers the outcome of retired call k, whose final reply
+// message is m and error fail: to a waiting caller, or as an answer.
+func (c *Client) complete(k *call, m *nats.Msg, fail error) {
 	if k.wait != nil {
 		k.wait <- &answer{parts: k.parts, final: m, err: fail}
 		return

@@ -200,7 +200,6 @@ func (r *Receiver) run(started chan<- error) {
 	defer r.ring.Close()
 
 	x, ring := r.x, r.ring
-	size := uint64(ring.Cap())
 	var tail uint64 // slots published
 	full := false
 	idle := ud.Spinner{Polls: busyYieldPolls, Yield: true} // BusyPoll
@@ -238,36 +237,45 @@ func (r *Receiver) run(started chan<- error) {
 		}
 		idle.Busy()
 		r.polls.Add(1)
-		now := time.Now().UnixNano()
-		var nbytes uint64
-		good := 0
-		for i := 0; i < n; i++ {
-			if st := x.rcStatus[i]; st != 0 {
-				// A failed receive completion: the QP is in the
-				// error state (flushed) and does not recover.
-				r.publish(good, nbytes)
-				r.fail(fmt.Errorf("receive completion status %d", st))
-				return
-			}
-			if want := (tail + uint64(i)) & (size - 1); uint64(x.rcID[i]) != want {
-				r.publish(good, nbytes)
-				r.fail(fmt.Errorf("receive completion for slot %d, expected %d", x.rcID[i], want))
-				return
-			}
-			s := ring.FreeSlot(i)
-			ln := int(x.rcLen[i]) - GRHLen
-			if ln < 0 || ln > len(s.Buf) {
-				ln = 0
-				r.truncated.Add(1)
-			}
-			s.N = ln
-			s.RecvNs = now
-			nbytes += uint64(ln)
-			good++
-		}
+		good, nbytes, err := r.fill(n, tail)
 		r.publish(good, nbytes)
+		if err != nil {
+			// A failed receive completion: the QP is in the error
+			// state (flushed) and does not recover.
+			r.fail(err)
+			return
+		}
 		tail += uint64(good)
 	}
+}
+
+// fill takes the n completions of a poll into the next n ring slots after
+// tail (slots published so far) and returns how many it filled and their
+// bytes. It stops at the first failed completion or one for an unexpected
+// slot, with an error; the slots before it are good.
+func (r *Receiver) fill(n int, tail uint64) (good int, nbytes uint64, err error) {
+	x, ring := r.x, r.ring
+	size := uint64(ring.Cap())
+	now := time.Now().UnixNano()
+	for i := 0; i < n; i++ {
+		if st := x.rcStatus[i]; st != 0 {
+			return good, nbytes, fmt.Errorf("receive completion status %d", st)
+		}
+		if want := (tail + uint64(i)) & (size - 1); uint64(x.rcID[i]) != want {
+			return good, nbytes, fmt.Errorf("receive completion for slot %d, expected %d", x.rcID[i], want)
+		}
+		s := ring.FreeSlot(i)
+		ln := int(x.rcLen[i]) - GRHLen
+		if ln < 0 || ln > len(s.Buf) {
+			ln = 0
+			r.truncated.Add(1)
+		}
+		s.N = ln
+		s.RecvNs = now
+		nbytes += uint64(ln)
+		good++
+	}
+	return good, nbytes, nil
 }
 
 // publish counts n filled slots and hands them to the consumer. It counts
