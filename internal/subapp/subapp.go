@@ -507,52 +507,73 @@ func (a *App) Run(ctx context.Context) int {
 	defer a.closeRecovery()
 	defer a.sub.Close()
 	defer a.met.close()
-	h := a.h
 	allocs := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
 	metrics.Read(allocs)
 	allocs0 := allocs[0].Value.Uint64()
 	start := time.Now()
-	lastPackets, lastActivity, lastScreen := uint64(0), start, start
-	reason := ""
-	polls := 0
-	stop := func() bool {
-		polls++
-		if a.s.Expect > 0 && h.received >= a.s.Expect {
-			reason = "expect"
-			return true
-		}
-		if a.sub.AllEnded() {
-			reason = "end-of-session"
-			return true
-		}
-		if polls&15 != 0 && h.received > 0 {
-			return false
-		}
-		now := time.Now()
-		if p := a.sub.Stats().Packets; p != lastPackets {
-			lastPackets, lastActivity = p, now
-		} else if now.Sub(lastActivity) >= a.s.IdleTimeout {
-			reason = "idle-timeout"
-			return true
-		}
-		if a.s.Format == "summary" && now.Sub(lastScreen) >= 500*time.Millisecond {
-			lastScreen = now
-			a.screen(now.Sub(start))
-		}
-		return false
-	}
-	err := a.sub.Run(ctx, h, stop)
+	st := &stopper{a: a, start: start, lastActivity: start, lastScreen: start}
+	err := a.sub.Run(ctx, a.h, st.stop)
+	reason := st.reason
 	if err != nil && reason == "" {
 		reason = "signal"
 	}
 	elapsed := time.Since(start)
-	h.w.Flush()
+	a.h.w.Flush()
 	metrics.Read(allocs)
 	// Drops after the last datagram received (a lost tail) reach the
 	// receive path only with a next datagram: ask the kernel.
 	if err := a.sub.SyncKernelDrops(); err != nil {
 		a.log.Debug().Err(err).Msg("kernel drop count")
 	}
+	sum := a.summary(reason, elapsed, allocs[0].Value.Uint64()-allocs0)
+	return a.report(sum, elapsed)
+}
+
+// stopper decides, at every poll of Run, whether the run is over, and
+// redraws the live summary meanwhile.
+type stopper struct {
+	a                               *App
+	start, lastActivity, lastScreen time.Time
+	lastPackets                     uint64
+	polls                           int
+	reason                          string // why the run ended, once stop returned true
+}
+
+// stop reports whether the run is over: --expect messages arrived, every
+// channel ended, or --idle-timeout passed without a packet. Clocks are
+// read only every 16th poll once messages flow.
+func (r *stopper) stop() bool {
+	a, h := r.a, r.a.h
+	r.polls++
+	if a.s.Expect > 0 && h.received >= a.s.Expect {
+		r.reason = "expect"
+		return true
+	}
+	if a.sub.AllEnded() {
+		r.reason = "end-of-session"
+		return true
+	}
+	if r.polls&15 != 0 && h.received > 0 {
+		return false
+	}
+	now := time.Now()
+	if p := a.sub.Stats().Packets; p != r.lastPackets {
+		r.lastPackets, r.lastActivity = p, now
+	} else if now.Sub(r.lastActivity) >= a.s.IdleTimeout {
+		r.reason = "idle-timeout"
+		return true
+	}
+	if a.s.Format == "summary" && now.Sub(r.lastScreen) >= 500*time.Millisecond {
+		r.lastScreen = now
+		a.screen(now.Sub(r.start))
+	}
+	return false
+}
+
+// summary returns the summary of a run that ended for reason after
+// elapsed, in which allocs heap objects were allocated.
+func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summary {
+	h := a.h
 	st := a.sub.Stats()
 	sum := Summary{
 		Role: "subscriber", Channels: a.sub.Channels(), Received: h.received, Expected: a.s.Expect,
@@ -579,10 +600,16 @@ func (a *App) Run(ctx context.Context) int {
 	sum.StageSummary = a.met.stages(st.Packets)
 	a.met.writeLatency(a.s.LatencyOut, a.log)
 	if h.received > 0 {
-		sum.MallocsPerMsg = float64(allocs[0].Value.Uint64()-allocs0) / float64(h.received)
+		sum.MallocsPerMsg = float64(allocs) / float64(h.received)
 	}
 	sum.OK = st.Lost == 0 && h.received > 0 &&
 		(a.s.Expect == 0 || h.received == a.s.Expect) && (!a.s.Verify || sum.VerifyOK)
+	return sum
+}
+
+// report shows the final screen, prints the summary line, logs the end
+// and returns the exit status.
+func (a *App) report(sum Summary, elapsed time.Duration) int {
 	if a.s.Format == "summary" {
 		a.screen(elapsed)
 	}
@@ -593,7 +620,7 @@ func (a *App) Run(ctx context.Context) int {
 		ev = a.log.Error()
 	}
 	ev.Uint64("received", sum.Received).Uint64("missing", sum.Missing).Uint64("kernel_drops", sum.KernelDrops).
-		Bool("verify_ok", sum.VerifyOK).Str("exit_reason", reason).Msg("subscriber done")
+		Bool("verify_ok", sum.VerifyOK).Str("exit_reason", sum.ExitReason).Msg("subscriber done")
 	if sum.OK {
 		return 0
 	}
