@@ -51,11 +51,10 @@ var required = map[string]bool{
 	"rdma.Config.Interface":              true,
 }
 
-// TestFlagDefaults holds every library configuration field that the
-// default settings make equal to the library's default, except the
-// overrides flagOverrides lists with their reasons, which must differ. A
-// zero field counts as the default: the library completes it.
-func TestFlagDefaults(t *testing.T) {
+// defaultConfigs returns the library configurations the default settings
+// make.
+func defaultConfigs(t *testing.T) libConfigs {
+	t.Helper()
 	var s Settings
 	if err := cliconf.Defaults(&s); err != nil {
 		t.Fatal(err)
@@ -64,7 +63,15 @@ func TestFlagDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, lib := reflect.ValueOf(s.libConfigs(p)), reflect.ValueOf(libDefaults())
+	return s.libConfigs(p)
+}
+
+// TestFlagDefaults holds every library configuration field that the
+// default settings make equal to the library's default, except the
+// overrides flagOverrides lists with their reasons, which must differ. A
+// zero field counts as the default: the library completes it.
+func TestFlagDefaults(t *testing.T) {
+	got, lib := reflect.ValueOf(defaultConfigs(t)), reflect.ValueOf(libDefaults())
 	seen := map[string]bool{}
 	for i := range got.NumField() {
 		compareDefaults(t, got.Field(i), lib.Field(i), seen)
@@ -120,15 +127,7 @@ func compareDefaults(t *testing.T, got, lib reflect.Value, seen map[string]bool)
 // default to the feed handler's, so that both run together with their
 // defaults.
 func TestFlagDefaultsAsTheFeedHandler(t *testing.T) {
-	var s Settings
-	if err := cliconf.Defaults(&s); err != nil {
-		t.Fatal(err)
-	}
-	p, err := s.plan(io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, d := s.libConfigs(p), fh.Defaults()
+	lib, d := defaultConfigs(t), fh.Defaults()
 	if lib.Subscriber.Channels != d.Channels {
 		t.Errorf("--channels defaults to %d, the feed handler's to %d", lib.Subscriber.Channels, d.Channels)
 	}
