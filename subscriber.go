@@ -3,13 +3,13 @@ package tickcast
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"runtime"
 	"slices"
 	"time"
 
+	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
@@ -19,10 +19,11 @@ import (
 
 // SubscriberConfig configures a Subscriber.
 type SubscriberConfig struct {
-	// Channels is the feed's number of channels (as the publisher's).
+	// Channels is the feed's number of channels (as the publisher's),
+	// 1..config.MaxChannels. Required.
 	Channels int
-	// Join lists the channels to receive; empty means all. ChannelsOf
-	// computes the channels of chosen instruments.
+	// Join lists the channels to receive, each in 0..Channels-1; empty
+	// means all. ChannelsOf computes the channels of chosen instruments.
 	Join []int
 	// GroupA and GroupB are channel 0's A and B line groups, as the
 	// publisher's; GroupB's zero value means no B line.
@@ -54,24 +55,42 @@ type SubscriberConfig struct {
 	Observer Observer
 }
 
-func (c *SubscriberConfig) validate() error {
-	if c.Channels < 1 || c.Channels > 1296 {
-		return fmt.Errorf("tickcast: channels %d, want 1..1296", c.Channels)
+var subscriberCheck = config.Checker{Pkg: "tickcast", Struct: "SubscriberConfig"}
+
+// withDefaults returns c with its zero fields set to their defaults: an
+// empty Join lists every channel of a valid Channels. A SubscriberConfig
+// has no default of its own beside this; Tracker's zero fields take
+// seqgap's defaults in seqgap.New.
+func (c SubscriberConfig) withDefaults() SubscriberConfig {
+	if len(c.Join) == 0 && c.Channels >= 1 && c.Channels <= config.MaxChannels {
+		c.Join = make([]int, c.Channels)
+		for ch := range c.Join {
+			c.Join[ch] = ch
+		}
+	}
+	return c
+}
+
+// validate checks a SubscriberConfig whose defaults are set.
+func (c SubscriberConfig) validate() error {
+	bad := subscriberCheck.Invalid
+	if err := subscriberCheck.Channels("Channels", c.Channels); err != nil {
+		return err
 	}
 	if c.NewReceiver == nil {
-		return errors.New("tickcast: subscriber config: NewReceiver is required")
+		return bad("NewReceiver", nil, "required")
 	}
 	for _, ch := range c.Join {
 		if ch < 0 || ch >= c.Channels {
-			return fmt.Errorf("tickcast: join channel %d: the feed has channels 0..%d", ch, c.Channels-1)
+			return bad("Join", ch, "the feed has channels 0..%d", c.Channels-1)
 		}
 	}
 	if _, err := ChannelGroup(c.GroupA, c.Channels-1); err != nil {
-		return fmt.Errorf("tickcast: group: %w", err)
+		return bad("GroupA", c.GroupA, "%v", err)
 	}
 	if c.GroupB.IsValid() {
 		if _, err := ChannelGroup(c.GroupB, c.Channels-1); err != nil {
-			return fmt.Errorf("tickcast: group-b: %w", err)
+			return bad("GroupB", c.GroupB, "%v", err)
 		}
 	}
 	return nil
@@ -267,14 +286,9 @@ func ChannelsOf(symbols []string, channels int) ([]int, error) {
 
 // NewSubscriber joins the configured channels' groups.
 func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
-	}
-	join := cfg.Join
-	if len(join) == 0 {
-		for ch := 0; ch < cfg.Channels; ch++ {
-			join = append(join, ch)
-		}
 	}
 	s := &Subscriber{cfg: cfg, notify: ud.NewNotifier(), byIdx: make([]*subChannel, cfg.Channels)}
 	s.apply = s.applyRecovered // one method value, not one per Poll
@@ -283,7 +297,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	}
 	tcfg := cfg.Tracker
 	tcfg.Recovery = cfg.Recovery != nil
-	for _, ch := range join {
+	for _, ch := range cfg.Join {
 		tr, err := seqgap.New(tcfg)
 		if err != nil {
 			s.Close()

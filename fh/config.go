@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/internal/natsconn"
@@ -30,7 +31,7 @@ type Config struct {
 	SourceName string
 
 	// Channels is the number of channels (multicast streams) instruments
-	// are spread over, 1..1296; default 4.
+	// are spread over, 1..config.MaxChannels; default 4.
 	Channels int
 	// GroupA is the A-line multicast group of channel 0; channel c uses the
 	// address plus c. Default 239.77.0.1:31001.
@@ -120,9 +121,9 @@ var (
 const (
 	DefaultChannels      = 4
 	DefaultMaxDatagram   = udp.DefaultMaxDatagram
-	DefaultMaxDelay      = 50 * time.Microsecond
-	DefaultHeartbeat     = 100 * time.Millisecond
-	DefaultSendBatch     = 16
+	DefaultMaxDelay      = tickcast.DefaultMaxDelay
+	DefaultHeartbeat     = tickcast.DefaultHeartbeat
+	DefaultSendBatch     = tickcast.DefaultSendBatch
 	DefaultNATSListen    = "127.0.0.1:4222"
 	DefaultStoreMessages = recovery.DefaultMaxMessages
 	DefaultStoreBytes    = recovery.DefaultMaxBytes

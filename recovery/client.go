@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/seqgap"
 )
@@ -20,24 +21,83 @@ type ClientConfig struct {
 	// Feed names the feed in the subjects; default DefaultFeed.
 	Feed string
 	// Timeout bounds one request, from sending it to the final marker;
-	// default 2s.
+	// default DefaultTimeout.
 	Timeout time.Duration
 	// MaxInflight is how many requests may await their replies at once;
-	// more wait in a queue. Default 256.
+	// more wait in a queue. Default DefaultMaxInflight.
 	MaxInflight int
 	// QueueLen bounds the requests waiting to be sent; a request that finds
 	// the queue full fails at once (seqgap.AnswerRetry: its range is asked
-	// for again within the gap's deadline). Default 65536.
+	// for again within the gap's deadline). Default DefaultQueueLen.
 	QueueLen int
-	// MaxPerRequest splits larger ranges into several requests; default
-	// 10,000 (the server's default limit).
+	// MaxPerRequest splits larger ranges into several requests,
+	// 1..mold.MaxCount; default DefaultMaxPerRequest.
 	MaxPerRequest int
 	// SnapshotAbove: a missing range that starts at sequence 1 and is longer
 	// than this is answered by loading the channel's snapshot instead of
 	// replaying it; so is a range the store no longer holds (too-old).
-	// Default 10,000; negative: never for these (a request marked
-	// seqgap.Request.Snapshot, a late join's prefix, always loads it).
+	// Default DefaultSnapshotAbove; negative: never for these (a request
+	// marked seqgap.Request.Snapshot, a late join's prefix, always loads
+	// it).
 	SnapshotAbove int
+}
+
+// Defaults of a ClientConfig.
+const (
+	// DefaultTimeout is the default ClientConfig.Timeout.
+	DefaultTimeout = 2 * time.Second
+	// DefaultMaxInflight is the default ClientConfig.MaxInflight.
+	DefaultMaxInflight = 256
+	// DefaultQueueLen is the default ClientConfig.QueueLen.
+	DefaultQueueLen = 65536
+	// DefaultMaxPerRequest is the default ClientConfig.MaxPerRequest: the
+	// server's default limit.
+	DefaultMaxPerRequest = DefaultMaxRetransmit
+	// DefaultSnapshotAbove is the default ClientConfig.SnapshotAbove.
+	DefaultSnapshotAbove = 10000
+)
+
+var clientCheck = config.Checker{Pkg: "recovery", Struct: "ClientConfig"}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c ClientConfig) withDefaults() ClientConfig {
+	if c.Feed == "" {
+		c.Feed = DefaultFeed
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxInflight == 0 {
+		c.MaxInflight = DefaultMaxInflight
+	}
+	if c.QueueLen == 0 {
+		c.QueueLen = DefaultQueueLen
+	}
+	if c.MaxPerRequest == 0 {
+		c.MaxPerRequest = DefaultMaxPerRequest
+	}
+	if c.SnapshotAbove == 0 {
+		c.SnapshotAbove = DefaultSnapshotAbove
+	}
+	return c
+}
+
+// validate checks a ClientConfig whose defaults are set.
+func (c ClientConfig) validate() error {
+	if err := ValidateFeed(c.Feed); err != nil {
+		return clientCheck.Invalid("Feed", c.Feed, "%v", err)
+	}
+	switch {
+	case c.Timeout < 0:
+		return clientCheck.Invalid("Timeout", c.Timeout, "negative")
+	case c.MaxInflight < 1:
+		return clientCheck.Invalid("MaxInflight", c.MaxInflight, "want 1 or more")
+	case c.QueueLen < 1:
+		return clientCheck.Invalid("QueueLen", c.QueueLen, "want 1 or more")
+	case c.MaxPerRequest < 1 || c.MaxPerRequest > mold.MaxCount:
+		return clientCheck.Invalid("MaxPerRequest", c.MaxPerRequest, "want 1..%d", mold.MaxCount)
+	}
+	return nil
 }
 
 // Result is the answer to one request, handed to the polling goroutine by
@@ -162,29 +222,9 @@ type answer struct {
 
 // NewClient subscribes to the client's reply inbox.
 func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
-	if cfg.Feed == "" {
-		cfg.Feed = DefaultFeed
-	}
-	if err := ValidateFeed(cfg.Feed); err != nil {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 2 * time.Second
-	}
-	if cfg.MaxInflight == 0 {
-		cfg.MaxInflight = 256
-	}
-	if cfg.QueueLen == 0 {
-		cfg.QueueLen = 65536
-	}
-	if cfg.MaxPerRequest == 0 {
-		cfg.MaxPerRequest = 10000
-	}
-	if cfg.SnapshotAbove == 0 {
-		cfg.SnapshotAbove = 10000
-	}
-	if cfg.Timeout < 0 || cfg.MaxInflight < 1 || cfg.QueueLen < 1 || cfg.MaxPerRequest < 1 || cfg.MaxPerRequest > mold.MaxCount {
-		return nil, fmt.Errorf("recovery: client config: timeout %v, max in flight %d, queue %d, max per request %d", cfg.Timeout, cfg.MaxInflight, cfg.QueueLen, cfg.MaxPerRequest)
 	}
 	c := &Client{nc: nc, cfg: cfg, inbox: nc.NewInbox(), done: make(chan struct{}), wake: make(chan struct{}, 1), inflight: map[uint64]*call{}}
 	sub, err := nc.Subscribe(c.inbox+".*", c.reply)

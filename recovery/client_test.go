@@ -136,3 +136,18 @@ func TestOutcomeOf(t *testing.T) {
 		t.Errorf("%v does not wrap ErrTimeout", err)
 	}
 }
+
+// TestClientConfigDefaults: a zero ClientConfig takes every documented
+// default, a set field keeps its value, and a negative SnapshotAbove
+// (never) stays negative.
+func TestClientConfigDefaults(t *testing.T) {
+	want := ClientConfig{Feed: DefaultFeed, Timeout: DefaultTimeout, MaxInflight: DefaultMaxInflight,
+		QueueLen: DefaultQueueLen, MaxPerRequest: DefaultMaxPerRequest, SnapshotAbove: DefaultSnapshotAbove}
+	if got := (ClientConfig{}).withDefaults(); got != want {
+		t.Errorf("ClientConfig{}.withDefaults() = %+v, want %+v", got, want)
+	}
+	set := ClientConfig{Feed: "f", Timeout: time.Hour, MaxInflight: 1, QueueLen: 2, MaxPerRequest: 3, SnapshotAbove: -1}
+	if got := set.withDefaults(); got != set {
+		t.Errorf("%+v.withDefaults() = %+v", set, got)
+	}
+}

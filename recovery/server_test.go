@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
+	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/seqgap"
@@ -967,12 +968,21 @@ func TestServerConfig(t *testing.T) {
 			t.Errorf("NewServer(%+v) accepted", cfg)
 		}
 	}
-	for _, cfg := range []ClientConfig{
-		{Feed: "a b"}, {Timeout: -1}, {MaxInflight: -1}, {QueueLen: -1}, {MaxPerRequest: mold.MaxCount + 1},
+	for _, tc := range []struct {
+		cfg   ClientConfig
+		field string
+	}{
+		{ClientConfig{Feed: "a b"}, "Feed"}, {ClientConfig{Timeout: -1}, "Timeout"}, {ClientConfig{MaxInflight: -1}, "MaxInflight"},
+		{ClientConfig{QueueLen: -1}, "QueueLen"}, {ClientConfig{MaxPerRequest: -1}, "MaxPerRequest"},
+		{ClientConfig{MaxPerRequest: mold.MaxCount + 1}, "MaxPerRequest"},
 	} {
-		if c, err := NewClient(nc, cfg); err == nil {
+		c, err := NewClient(nc, tc.cfg)
+		if err == nil {
 			c.Close()
-			t.Errorf("NewClient(%+v) accepted", cfg)
+		}
+		var ce *config.Error
+		if !errors.As(err, &ce) || ce.Struct != "ClientConfig" || ce.Field != tc.field {
+			t.Errorf("NewClient(%+v): error %v, want a *config.Error for ClientConfig.%s", tc.cfg, err, tc.field)
 		}
 	}
 	// A feed name scopes the subjects: a client of another feed reaches no

@@ -1,10 +1,10 @@
 package seqgap
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/mold"
 )
 
@@ -30,23 +30,24 @@ const LineRecovery = -1
 // Config tunes a Tracker. Zero fields take the defaults.
 type Config struct {
 	// Window is how many sequence numbers ahead of the next one can be held,
-	// a power of two. Default 131072 (about half a second of a busy channel).
+	// a power of two in 2..MaxWindow. Default DefaultWindow.
 	Window int
-	// SlotSize is the bytes reserved per held message; a longer message is
-	// held in its own allocation (counted in Stats.OversizeHeld). Default 80,
-	// which holds every version-1 normalized message.
+	// SlotSize is the bytes reserved per held message, 1..MaxSlotSize; a
+	// longer message is held in its own allocation (counted in
+	// Stats.OversizeHeld). Default DefaultSlotSize.
 	SlotSize int
 	// GapDelay is how long a gap waits before it is requested, so that a
-	// late packet can close it first. Default 0: request on the next Tick.
+	// late packet can close it first. Default DefaultGapDelay (0: request
+	// on the next Tick).
 	GapDelay time.Duration
 	// LostAfter is how long after detection a gap still unfilled is declared
-	// lost. Default 1s.
+	// lost. Default DefaultLostAfter.
 	LostAfter time.Duration
 	// MaxGaps bounds the gap list; when it is full, a new gap is merged
-	// into the last one. Default 1024.
+	// into the last one. Default DefaultMaxGaps.
 	MaxGaps int
 	// StaleAfter is how long without any packet makes the channel stale.
-	// Default 300ms (three 100 ms heartbeat intervals).
+	// Default DefaultStaleAfter.
 	StaleAfter time.Duration
 	// Recovery says that the caller serves the tracker's requests
 	// (Tracker.Requests) and hands back the answers (Tracker.Answer).
@@ -55,30 +56,69 @@ type Config struct {
 	Recovery bool
 }
 
-func (c *Config) setDefaults() error {
+// Defaults of a Config, and limits.
+const (
+	// DefaultWindow is the default Config.Window: about half a second of
+	// a busy channel.
+	DefaultWindow = 131072
+	// MaxWindow is the largest Config.Window.
+	MaxWindow = 1 << 24
+	// DefaultSlotSize is the default Config.SlotSize, which holds every
+	// version-1 normalized message.
+	DefaultSlotSize = 80
+	// MaxSlotSize is the largest Config.SlotSize.
+	MaxSlotSize = 65535
+	// DefaultGapDelay is the default Config.GapDelay: request at once.
+	DefaultGapDelay = 0
+	// DefaultLostAfter is the default Config.LostAfter.
+	DefaultLostAfter = time.Second
+	// DefaultMaxGaps is the default Config.MaxGaps.
+	DefaultMaxGaps = 1024
+	// DefaultStaleAfter is the default Config.StaleAfter: three 100 ms
+	// heartbeat intervals.
+	DefaultStaleAfter = 300 * time.Millisecond
+)
+
+var check = config.Checker{Pkg: "seqgap", Struct: "Config"}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.Window == 0 {
-		c.Window = 131072
-	}
-	if c.Window < 2 || c.Window&(c.Window-1) != 0 || c.Window > 1<<24 {
-		return fmt.Errorf("seqgap: window %d: want a power of two in 2..%d", c.Window, 1<<24)
+		c.Window = DefaultWindow
 	}
 	if c.SlotSize == 0 {
-		c.SlotSize = 80
+		c.SlotSize = DefaultSlotSize
 	}
-	if c.SlotSize < 0 || c.SlotSize > 65535 {
-		return fmt.Errorf("seqgap: slot size %d: want 1..65535", c.SlotSize)
+	if c.GapDelay == 0 {
+		c.GapDelay = DefaultGapDelay
 	}
 	if c.LostAfter == 0 {
-		c.LostAfter = time.Second
+		c.LostAfter = DefaultLostAfter
 	}
 	if c.MaxGaps == 0 {
-		c.MaxGaps = 1024
+		c.MaxGaps = DefaultMaxGaps
 	}
 	if c.StaleAfter == 0 {
-		c.StaleAfter = 300 * time.Millisecond
+		c.StaleAfter = DefaultStaleAfter
 	}
-	if c.GapDelay < 0 || c.LostAfter < 0 || c.MaxGaps < 1 || c.StaleAfter < 0 {
-		return errors.New("seqgap: gap delay, lost-after, max gaps and stale-after must be positive")
+	return c
+}
+
+// validate checks a Config whose defaults are set.
+func (c Config) validate() error {
+	switch {
+	case c.Window < 2 || c.Window&(c.Window-1) != 0 || c.Window > MaxWindow:
+		return check.Invalid("Window", c.Window, "want a power of two in 2..%d", MaxWindow)
+	case c.SlotSize < 0 || c.SlotSize > MaxSlotSize:
+		return check.Invalid("SlotSize", c.SlotSize, "want 1..%d", MaxSlotSize)
+	case c.GapDelay < 0:
+		return check.Invalid("GapDelay", c.GapDelay, "negative")
+	case c.LostAfter < 0:
+		return check.Invalid("LostAfter", c.LostAfter, "negative")
+	case c.MaxGaps < 1:
+		return check.Invalid("MaxGaps", c.MaxGaps, "want 1 or more")
+	case c.StaleAfter < 0:
+		return check.Invalid("StaleAfter", c.StaleAfter, "negative")
 	}
 	return nil
 }
@@ -293,7 +333,8 @@ type Tracker struct {
 
 // New returns a tracker.
 func New(cfg Config) (*Tracker, error) {
-	if err := cfg.setDefaults(); err != nil {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return &Tracker{

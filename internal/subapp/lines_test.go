@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/faults"
+	"github.com/tickcast/tickcast/ud/natslive"
 )
 
 // nullRecv is a receiver that never receives.
@@ -58,8 +59,8 @@ func TestSilenceLineFollowsTheLineIdentity(t *testing.T) {
 }
 
 func TestNATSReceiversRefuseLineB(t *testing.T) {
-	a := &App{s: Settings{FeedName: "tickcast", RingSlots: 8, MaxDatagram: 1472}}
-	if _, err := a.natsReceivers()(ud.LineID{Channel: 0, Line: ud.LineB, Group: netip.MustParseAddrPort("239.1.0.1:1")}, nil); err == nil {
+	a := &App{s: Settings{FeedName: "tickcast"}}
+	if _, err := a.natsReceivers(natslive.Config{RingSlots: 8, MaxDatagram: 1472})(ud.LineID{Channel: 0, Line: ud.LineB, Group: netip.MustParseAddrPort("239.1.0.1:1")}, nil); err == nil {
 		t.Fatal("a B line opened over NATS")
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/feed/verify"
 	"github.com/tickcast/tickcast/internal/cliconf"
@@ -99,14 +100,120 @@ type App struct {
 // New validates the settings and joins the groups. Its errors are
 // *cliconf.Error for bad settings.
 func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
-	group, err := tickcast.ParseGroup(s.Group)
+	p, err := s.plan(out)
 	if err != nil {
-		return nil, cliconf.Invalid("group", "%v", err)
+		return nil, err
 	}
-	var groupB netip.AddrPort
+	lib := s.libConfigs(p)
+	if s.Mode == "auto" || s.Mode == "" {
+		s.Mode = p.mode.String()
+	}
+	a := &App{s: s, log: log, out: out, met: newAppMetrics()}
+	a.h = &handler{app: a, v: p.verifier, w: bufio.NewWriterSize(out, 64<<10)}
+	if p.backoff {
+		log.Warn().Int("spinning_threads", p.spinners).Int("cpus", runtime.NumCPU()).Str("mode", p.mode.String()).
+			Msg("more spinning receive threads than this host can spare a core for: they back off (sleep ~50us) when idle; use --mode direct or fewer channels for the lowest latency")
+	}
+	newReceiver, err := a.injectFaults(a.receivers(lib), p.groupB)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.connect(lib.Recovery); err != nil {
+		return nil, err
+	}
+	sc := lib.Subscriber
+	sc.NewReceiver, sc.Recovery, sc.Observer = newReceiver, a.rec, a.met
+	if a.sub, err = tickcast.NewSubscriber(sc); err != nil {
+		a.closeRecovery()
+		return nil, err
+	}
+	if err := a.met.serve(s.MetricsAddr, a.sub, log); err != nil {
+		a.sub.Close()
+		a.closeRecovery()
+		return nil, err
+	}
+	st := a.sub.ReceiverStats(0, tickcast.LineA)
+	log.Info().Ints("channels", a.sub.Channels()).Str("group", s.Group).Str("group_b", s.GroupB).
+		Str("transport", s.Transport).Str("mode", s.Mode).Int("rcvbuf_granted", st.RcvBuf).Bool("verify", s.Verify).Msg("subscribed")
+	return a, nil
+}
+
+// plan is what New makes of the settings before it opens anything.
+type plan struct {
+	group, groupB netip.AddrPort
+	iface         netip.Addr
+	mode          ud.Mode // the receive mode of the settings' transport
+	join          []int   // nil: every channel
+	verifier      *verify.Verifier
+	spinners      int  // spinning receive threads
+	backoff       bool // they back off when idle
+}
+
+// plan checks the settings and makes the plan New follows. It resolves the
+// automatic values in s: Transport, Format and LostAfter (Mode stays as
+// given: libConfigs resolves it for each transport). Its errors are
+// *cliconf.Error.
+func (s *Settings) plan(out io.Writer) (plan, error) {
+	var p plan
+	var err error
+	if p.group, p.groupB, err = s.groups(); err != nil {
+		return p, err
+	}
+	if p.iface, err = netip.ParseAddr(s.Iface); err != nil || !p.iface.Is4() {
+		return p, cliconf.Invalid("iface", "%q is not an IPv4 address", s.Iface)
+	}
+	if p.mode, err = s.receiveMode(s.Transport); err != nil {
+		return p, cliconf.Invalid("mode", "%v (or auto)", err)
+	}
+	if err := s.resolveFormat(out); err != nil {
+		return p, err
+	}
+	if err := s.checkLimits(); err != nil {
+		return p, err
+	}
+	if p.join, err = s.joinChannels(); err != nil {
+		return p, err
+	}
+	if err := metricsrv.CheckAddr(s.MetricsAddr); err != nil {
+		return p, cliconf.Invalid("metrics-addr", "%v", err)
+	}
+	if s.Verify {
+		if p.verifier, err = verify.New(feed.SyntheticConfig{Seed: s.Seed, Instruments: s.Instruments, Channels: s.Channels}); err != nil {
+			return p, cliconf.Invalid("instruments", "%v", err)
+		}
+	}
+	if s.Transport == "rdma" && !p.mode.Threaded() {
+		return p, cliconf.Invalid("mode", "%s: --transport rdma receives in blocking or busy-poll mode only", p.mode)
+	}
+	// Spinning threads in this process: one per line in busy-poll, one in
+	// all in direct-spin. With no core left over for anything else (the
+	// feed handler on the same host, the kernel's network work) they back
+	// off: a short kernel sleep after a run of empty polls.
+	switch p.mode {
+	case ud.BusyPoll:
+		p.spinners = s.Channels
+		if len(p.join) > 0 {
+			p.spinners = len(p.join)
+		}
+		if p.groupB.IsValid() {
+			p.spinners *= 2
+		}
+	case ud.DirectSpin:
+		p.spinners = 1
+	}
+	p.backoff = s.Transport != "nats" && p.spinners > 0 && p.spinners >= runtime.NumCPU()
+	return p, nil
+}
+
+// groups parses --group and --group-b and checks --transport against them
+// (an empty one means udp).
+func (s *Settings) groups() (group, groupB netip.AddrPort, err error) {
+	if group, err = tickcast.ParseGroup(s.Group); err != nil {
+		return group, groupB, cliconf.Invalid("group", "%v", err)
+	}
 	if s.GroupB != "" {
 		if groupB, err = tickcast.ParseGroup(s.GroupB); err != nil {
-			return nil, cliconf.Invalid("group-b", "%v", err)
+			return group, groupB, cliconf.Invalid("group-b", "%v", err)
 		}
 	}
 	switch s.Transport {
@@ -114,31 +221,34 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		s.Transport = "udp"
 	case "nats":
 		if groupB.IsValid() {
-			return nil, cliconf.Invalid("group-b", "%q: a B line is multicast only; --transport nats takes each channel from its one live NATS subject", s.GroupB)
+			return group, groupB, cliconf.Invalid("group-b", "%q: a B line is multicast only; --transport nats takes each channel from its one live NATS subject", s.GroupB)
 		}
 	case "rdma":
 		if !rdma.Available {
-			return nil, cliconf.Invalid("transport", "%v", rdma.ErrNotBuilt)
+			return group, groupB, cliconf.Invalid("transport", "%v", rdma.ErrNotBuilt)
 		}
 	default:
-		return nil, cliconf.Invalid("transport", "%q: want udp, rdma or nats", s.Transport)
+		return group, groupB, cliconf.Invalid("transport", "%q: want udp, rdma or nats", s.Transport)
 	}
-	iface, err := netip.ParseAddr(s.Iface)
-	if err != nil || !iface.Is4() {
-		return nil, cliconf.Invalid("iface", "%q is not an IPv4 address", s.Iface)
+	return group, groupB, nil
+}
+
+// receiveMode is the receive mode --mode names for transport. Auto is the
+// fastest mode that sleeps when idle (docs/bench.md); the rdma transport
+// has no direct mode yet.
+func (s *Settings) receiveMode(transport string) (ud.Mode, error) {
+	if s.Mode != "auto" && s.Mode != "" {
+		return ud.ParseMode(s.Mode)
 	}
-	if s.Mode == "auto" || s.Mode == "" {
-		// The fastest mode that sleeps when idle (docs/bench.md); the rdma
-		// transport has no direct mode yet.
-		s.Mode = ud.Direct.String()
-		if s.Transport == "rdma" {
-			s.Mode = ud.Blocking.String()
-		}
+	if transport == "rdma" {
+		return ud.Blocking, nil
 	}
-	mode, err := ud.ParseMode(s.Mode)
-	if err != nil {
-		return nil, cliconf.Invalid("mode", "%v (or auto)", err)
-	}
+	return ud.Direct, nil
+}
+
+// resolveFormat checks --format and resolves auto: the live summary on a
+// terminal, else none.
+func (s *Settings) resolveFormat(out io.Writer) error {
 	switch s.Format {
 	case "auto":
 		s.Format = "none"
@@ -147,38 +257,58 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		}
 	case "summary", "text", "json", "none":
 	default:
-		return nil, cliconf.Invalid("format", "%q: want auto, summary, text, json or none", s.Format)
+		return cliconf.Invalid("format", "%q: want auto, summary, text, json or none", s.Format)
 	}
-	if s.Channels < 1 || s.Channels > 1296 {
-		return nil, cliconf.Invalid("channels", "%d: want 1..1296", s.Channels)
+	return nil
+}
+
+// --lost-after 0 takes one of these: with recovery a gap may wait for the
+// recovery round trip and its retries; without, only a late packet can
+// still close it.
+const (
+	lostAfterRecovery   = 5 * time.Second
+	lostAfterNoRecovery = 10 * time.Millisecond
+)
+
+// checkLimits checks the numeric settings and the feed name, and resolves
+// --lost-after 0.
+func (s *Settings) checkLimits() error {
+	if s.Channels < 1 || s.Channels > config.MaxChannels {
+		return cliconf.Invalid("channels", "%d: want 1..%d", s.Channels, config.MaxChannels)
 	}
-	if s.Window < 2 || s.Window&(s.Window-1) != 0 || s.Window > 1<<24 {
-		return nil, cliconf.Invalid("window", "%d: want a power of two in 2..16777216", s.Window)
+	if s.Window < 2 || s.Window&(s.Window-1) != 0 || s.Window > seqgap.MaxWindow {
+		return cliconf.Invalid("window", "%d: want a power of two in 2..%d", s.Window, seqgap.MaxWindow)
 	}
 	if s.GapDelay < 0 {
-		return nil, cliconf.Invalid("gap-delay", "%v: must not be negative", s.GapDelay)
+		return cliconf.Invalid("gap-delay", "%v: must not be negative", s.GapDelay)
 	}
 	if s.LostAfter < 0 {
-		return nil, cliconf.Invalid("lost-after", "%v: must not be negative", s.LostAfter)
+		return cliconf.Invalid("lost-after", "%v: must not be negative", s.LostAfter)
 	}
 	if s.LostAfter == 0 {
-		s.LostAfter = 10 * time.Millisecond
+		s.LostAfter = lostAfterNoRecovery
 		if s.Recovery {
-			s.LostAfter = 5 * time.Second
+			s.LostAfter = lostAfterRecovery
 		}
 	}
 	if s.RecoveryTimeout <= 0 {
-		return nil, cliconf.Invalid("recovery-timeout", "%v: must be positive", s.RecoveryTimeout)
+		return cliconf.Invalid("recovery-timeout", "%v: must be positive", s.RecoveryTimeout)
 	}
 	if err := recovery.ValidateFeed(s.FeedName); err != nil {
-		return nil, cliconf.Invalid("feed-name", "%v", err)
+		return cliconf.Invalid("feed-name", "%v", err)
 	}
 	if s.StaleAfter <= 0 {
-		return nil, cliconf.Invalid("stale-after", "%v: must be positive", s.StaleAfter)
+		return cliconf.Invalid("stale-after", "%v: must be positive", s.StaleAfter)
 	}
 	if s.IdleTimeout <= 0 {
-		return nil, cliconf.Invalid("idle-timeout", "%v: must be positive", s.IdleTimeout)
+		return cliconf.Invalid("idle-timeout", "%v: must be positive", s.IdleTimeout)
 	}
+	return nil
+}
+
+// joinChannels returns the channels --join-channels and --symbols name,
+// nil for every channel.
+func (s *Settings) joinChannels() ([]int, error) {
 	var join []int
 	for _, c := range s.JoinChannels {
 		ch, err := strconv.Atoi(strings.TrimSpace(c))
@@ -194,96 +324,112 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		}
 		join = append(join, chs...)
 	}
-	if err := metricsrv.CheckAddr(s.MetricsAddr); err != nil {
-		return nil, cliconf.Invalid("metrics-addr", "%v", err)
+	return join, nil
+}
+
+// libConfigs are the library configurations the settings make: the
+// subscriber's with its tracker's (without the hooks New adds: receivers,
+// recovery client, observer), the recovery client's, each transport's
+// (whichever the settings pick) and the fault injection's (without its
+// per-receiver seed). TestFlagDefaults holds them to the libraries'
+// defaults, but for the overrides flagOverrides lists.
+type libConfigs struct {
+	Subscriber tickcast.SubscriberConfig
+	Recovery   recovery.ClientConfig
+	UDP        udp.Config
+	RDMA       rdma.Config
+	NATSLive   natslive.Config
+	Faults     faults.Config
+}
+
+// flagOverrides are the library configuration fields, as
+// "package.Struct.Field", that a flag sets to another default than the
+// library's, with the reason. TestFlagDefaults holds every other flag
+// default equal to the library default of the field it sets.
+var flagOverrides = map[string]string{
+	"seqgap.Config.GapDelay": "--gap-delay 50us: a gap waits that long for the B line's copy or a late packet before it costs a recovery round trip; " +
+		"the library requests at the next Tick and leaves any wait to its caller",
+	"seqgap.Config.LostAfter": "--lost-after 0 means 5s with recovery (the round trip and its retries) and 10ms without (only a late packet can still close a gap); " +
+		"the library's 1s suits neither",
+	"udp.Config.Mode": "--mode auto receives udp in direct mode, the fastest that sleeps when idle (docs/bench.md); " +
+		"the library's zero value is blocking, which works without a Notifier",
+	"udp.Config.CPU":  "--cpu -1 pins nothing unless asked; the library's zero value pins a busy-poll thread to CPU 0",
+	"rdma.Config.CPU": "--cpu -1 pins nothing unless asked; the library's zero value pins a busy-poll thread to CPU 0",
+	"udp.Config.RingSlots": "--ring-slots 8192: the program's handler may print or verify every message, so its rings ride out longer stalls than the library's default; " +
+		"one flag sizes every transport's ring",
+	"rdma.Config.RingSlots":     "--ring-slots 8192, as for udp: one flag sizes every transport's ring",
+	"natslive.Config.RingSlots": "--ring-slots 8192, as for udp: one flag sizes every transport's ring",
+	"natslive.Config.MaxDatagram": "--max-datagram 1472 is the feed handler's default, and one flag sizes every transport's slots; " +
+		"natslive's 9000 is for a caller that does not know the publisher's datagram size",
+}
+
+// libConfigs returns the library configurations of settings that plan
+// checked and resolved into p. Each transport's receive mode is resolved
+// for that transport.
+func (s *Settings) libConfigs(p plan) libConfigs {
+	udpMode, _ := s.receiveMode("udp") // plan checked that --mode parses
+	rdmaMode, _ := s.receiveMode("rdma")
+	return libConfigs{
+		Subscriber: tickcast.SubscriberConfig{
+			Channels: s.Channels, Join: p.join, GroupA: p.group, GroupB: p.groupB,
+			Spin:    p.mode == ud.DirectSpin && s.Transport != "nats",
+			Backoff: p.backoff,
+			Tracker: seqgap.Config{Window: s.Window, GapDelay: s.GapDelay, LostAfter: s.LostAfter, StaleAfter: s.StaleAfter},
+		},
+		Recovery: recovery.ClientConfig{Feed: s.FeedName, Timeout: s.RecoveryTimeout},
+		UDP: udp.Config{Interface: p.iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
+			RingSlots: s.RingSlots, Mode: udpMode, CPU: s.CPU, Backoff: p.backoff},
+		RDMA:     rdma.Config{Interface: p.iface, RingSlots: s.RingSlots, Mode: rdmaMode, CPU: s.CPU},
+		NATSLive: natslive.Config{RingSlots: s.RingSlots, MaxDatagram: s.MaxDatagram},
+		Faults:   s.faultsConfig(),
 	}
-	a := &App{s: s, log: log, out: out, met: newAppMetrics()}
-	a.h = &handler{app: a, w: bufio.NewWriterSize(out, 64<<10)}
-	if s.Verify {
-		v, err := verify.New(feed.SyntheticConfig{Seed: s.Seed, Instruments: s.Instruments, Channels: s.Channels})
-		if err != nil {
-			return nil, cliconf.Invalid("instruments", "%v", err)
-		}
-		a.h.v = v
-	}
-	if s.Transport == "rdma" && !mode.Threaded() {
-		return nil, cliconf.Invalid("mode", "%s: --transport rdma receives in blocking or busy-poll mode only", mode)
-	}
-	// Spinning threads in this process: one per line in busy-poll, one in
-	// all in direct-spin. With no core left over for anything else (the
-	// feed handler on the same host, the kernel's network work) they back
-	// off: a short kernel sleep after a run of empty polls.
-	spinners := 0
-	switch mode {
-	case ud.BusyPoll:
-		spinners = s.Channels
-		if len(join) > 0 {
-			spinners = len(join)
-		}
-		if groupB.IsValid() {
-			spinners *= 2
-		}
-	case ud.DirectSpin:
-		spinners = 1
-	}
-	backoff := s.Transport != "nats" && spinners > 0 && spinners >= runtime.NumCPU()
-	if backoff {
-		log.Warn().Int("spinning_threads", spinners).Int("cpus", runtime.NumCPU()).Str("mode", mode.String()).
-			Msg("more spinning receive threads than this host can spare a core for: they back off (sleep ~50us) when idle; use --mode direct or fewer channels for the lowest latency")
-	}
-	open := udp.Receivers(udp.Config{Interface: iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
-		RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU, Backoff: backoff})
-	switch s.Transport {
+}
+
+// faultsConfig is the fault injection the --inject-* settings ask for, on
+// every line, without the silence, the seed and the message count.
+func (s *Settings) faultsConfig() faults.Config {
+	return faults.Config{Loss: s.InjectLoss, Burst: s.InjectBurst, BurstLen: s.InjectBurstLen,
+		Dup: s.InjectDup, Reorder: s.InjectReorder}
+}
+
+// receivers returns the receiver factory of the settings' transport.
+func (a *App) receivers(lib libConfigs) ud.NewReceiverFunc {
+	switch a.s.Transport {
 	case "nats":
-		open = a.natsReceivers() // uses a.nc, connected below
+		return a.natsReceivers(lib.NATSLive) // uses a.nc, which connect connects
 	case "rdma":
-		open = rdma.Receivers(rdma.Config{Interface: iface, RingSlots: s.RingSlots, Mode: mode, CPU: s.CPU})
+		return rdma.Receivers(lib.RDMA)
 	}
-	newReceiver, err := a.injectFaults(open, groupB)
-	if err != nil {
-		return nil, err
+	return udp.Receivers(lib.UDP)
+}
+
+// connect connects to NATS when recovery or --transport nats needs it, and
+// starts the recovery client if recovery is on.
+func (a *App) connect(cfg recovery.ClientConfig) error {
+	s := &a.s
+	if !s.Recovery && s.Transport != "nats" {
+		return nil
 	}
-	if s.Recovery || s.Transport == "nats" {
-		inbox := ""
-		if s.User != "" {
-			// A subscriber user's replies may only come to its own prefix.
-			inbox = natsconn.UserInboxPrefix(s.User)
-		}
-		a.nc, err = natsconn.Connect(s.Flags.ConnConfig(s.NATSURL, "subscriber", inbox), func(event string, err error) {
-			log.Warn().Str("event", event).Err(err).Msg("nats")
-		})
-		if err != nil {
-			return nil, err
-		}
-		if !s.Recovery {
-			// Connected for the live subjects only (--transport nats).
-		} else if a.rec, err = recovery.NewClient(a.nc, recovery.ClientConfig{Feed: s.FeedName, Timeout: s.RecoveryTimeout}); err != nil {
-			a.nc.Close()
-			return nil, err
-		}
+	inbox := ""
+	if s.User != "" {
+		// A subscriber user's replies may only come to its own prefix.
+		inbox = natsconn.UserInboxPrefix(s.User)
 	}
-	a.sub, err = tickcast.NewSubscriber(tickcast.SubscriberConfig{
-		Channels: s.Channels, Join: join, GroupA: group, GroupB: groupB,
-		NewReceiver: newReceiver,
-		Spin:        mode == ud.DirectSpin && s.Transport != "nats",
-		Backoff:     backoff,
-		Tracker:     seqgap.Config{Window: s.Window, GapDelay: s.GapDelay, LostAfter: s.LostAfter, StaleAfter: s.StaleAfter},
-		Recovery:    a.rec,
-		Observer:    a.met,
+	var err error
+	a.nc, err = natsconn.Connect(s.Flags.ConnConfig(s.NATSURL, "subscriber", inbox), func(event string, err error) {
+		a.log.Warn().Str("event", event).Err(err).Msg("nats")
 	})
 	if err != nil {
-		a.closeRecovery()
-		return nil, err
+		return err
 	}
-	if err := a.met.serve(s.MetricsAddr, a.sub, log); err != nil {
-		a.sub.Close()
-		a.closeRecovery()
-		return nil, err
+	if !s.Recovery {
+		return nil // connected for the live subjects only (--transport nats)
 	}
-	st := a.sub.ReceiverStats(0, tickcast.LineA)
-	log.Info().Ints("channels", a.sub.Channels()).Str("group", s.Group).Str("group_b", s.GroupB).
-		Str("transport", s.Transport).Str("mode", s.Mode).Int("rcvbuf_granted", st.RcvBuf).Bool("verify", s.Verify).Msg("subscribed")
-	return a, nil
+	if a.rec, err = recovery.NewClient(a.nc, cfg); err != nil {
+		a.nc.Close()
+		return err
+	}
+	return nil
 }
 
 func (a *App) closeRecovery() {
@@ -361,52 +507,73 @@ func (a *App) Run(ctx context.Context) int {
 	defer a.closeRecovery()
 	defer a.sub.Close()
 	defer a.met.close()
-	h := a.h
 	allocs := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
 	metrics.Read(allocs)
 	allocs0 := allocs[0].Value.Uint64()
 	start := time.Now()
-	lastPackets, lastActivity, lastScreen := uint64(0), start, start
-	reason := ""
-	polls := 0
-	stop := func() bool {
-		polls++
-		if a.s.Expect > 0 && h.received >= a.s.Expect {
-			reason = "expect"
-			return true
-		}
-		if a.sub.AllEnded() {
-			reason = "end-of-session"
-			return true
-		}
-		if polls&15 != 0 && h.received > 0 {
-			return false
-		}
-		now := time.Now()
-		if p := a.sub.Stats().Packets; p != lastPackets {
-			lastPackets, lastActivity = p, now
-		} else if now.Sub(lastActivity) >= a.s.IdleTimeout {
-			reason = "idle-timeout"
-			return true
-		}
-		if a.s.Format == "summary" && now.Sub(lastScreen) >= 500*time.Millisecond {
-			lastScreen = now
-			a.screen(now.Sub(start))
-		}
-		return false
-	}
-	err := a.sub.Run(ctx, h, stop)
+	st := &stopper{a: a, start: start, lastActivity: start, lastScreen: start}
+	err := a.sub.Run(ctx, a.h, st.stop)
+	reason := st.reason
 	if err != nil && reason == "" {
 		reason = "signal"
 	}
 	elapsed := time.Since(start)
-	h.w.Flush()
+	a.h.w.Flush()
 	metrics.Read(allocs)
 	// Drops after the last datagram received (a lost tail) reach the
 	// receive path only with a next datagram: ask the kernel.
 	if err := a.sub.SyncKernelDrops(); err != nil {
 		a.log.Debug().Err(err).Msg("kernel drop count")
 	}
+	sum := a.summary(reason, elapsed, allocs[0].Value.Uint64()-allocs0)
+	return a.report(sum, elapsed)
+}
+
+// stopper decides, at every poll of Run, whether the run is over, and
+// redraws the live summary meanwhile.
+type stopper struct {
+	a                               *App
+	start, lastActivity, lastScreen time.Time
+	lastPackets                     uint64
+	polls                           int
+	reason                          string // why the run ended, once stop returned true
+}
+
+// stop reports whether the run is over: --expect messages arrived, every
+// channel ended, or --idle-timeout passed without a packet. Clocks are
+// read only every 16th poll once messages flow.
+func (r *stopper) stop() bool {
+	a, h := r.a, r.a.h
+	r.polls++
+	if a.s.Expect > 0 && h.received >= a.s.Expect {
+		r.reason = "expect"
+		return true
+	}
+	if a.sub.AllEnded() {
+		r.reason = "end-of-session"
+		return true
+	}
+	if r.polls&15 != 0 && h.received > 0 {
+		return false
+	}
+	now := time.Now()
+	if p := a.sub.Stats().Packets; p != r.lastPackets {
+		r.lastPackets, r.lastActivity = p, now
+	} else if now.Sub(r.lastActivity) >= a.s.IdleTimeout {
+		r.reason = "idle-timeout"
+		return true
+	}
+	if a.s.Format == "summary" && now.Sub(r.lastScreen) >= 500*time.Millisecond {
+		r.lastScreen = now
+		a.screen(now.Sub(r.start))
+	}
+	return false
+}
+
+// summary returns the summary of a run that ended for reason after
+// elapsed, in which allocs heap objects were allocated.
+func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summary {
+	h := a.h
 	st := a.sub.Stats()
 	sum := Summary{
 		Role: "subscriber", Channels: a.sub.Channels(), Received: h.received, Expected: a.s.Expect,
@@ -433,10 +600,16 @@ func (a *App) Run(ctx context.Context) int {
 	sum.StageSummary = a.met.stages(st.Packets)
 	a.met.writeLatency(a.s.LatencyOut, a.log)
 	if h.received > 0 {
-		sum.MallocsPerMsg = float64(allocs[0].Value.Uint64()-allocs0) / float64(h.received)
+		sum.MallocsPerMsg = float64(allocs) / float64(h.received)
 	}
 	sum.OK = st.Lost == 0 && h.received > 0 &&
 		(a.s.Expect == 0 || h.received == a.s.Expect) && (!a.s.Verify || sum.VerifyOK)
+	return sum
+}
+
+// report shows the final screen, prints the summary line, logs the end
+// and returns the exit status.
+func (a *App) report(sum Summary, elapsed time.Duration) int {
 	if a.s.Format == "summary" {
 		a.screen(elapsed)
 	}
@@ -447,7 +620,7 @@ func (a *App) Run(ctx context.Context) int {
 		ev = a.log.Error()
 	}
 	ev.Uint64("received", sum.Received).Uint64("missing", sum.Missing).Uint64("kernel_drops", sum.KernelDrops).
-		Bool("verify_ok", sum.VerifyOK).Str("exit_reason", reason).Msg("subscriber done")
+		Bool("verify_ok", sum.VerifyOK).Str("exit_reason", sum.ExitReason).Msg("subscriber done")
 	if sum.OK {
 		return 0
 	}
@@ -632,8 +805,8 @@ func (h *handler) Event(ev *tickcast.Event) {
 // tells.
 func (a *App) injectFaults(newReceiver ud.NewReceiverFunc, groupB netip.AddrPort) (ud.NewReceiverFunc, error) {
 	s := a.s
-	base := faults.Config{Loss: s.InjectLoss, Burst: s.InjectBurst, BurstLen: s.InjectBurstLen,
-		Dup: s.InjectDup, Reorder: s.InjectReorder, CountMessages: mold.MessageCount}
+	base := s.faultsConfig()
+	base.CountMessages = mold.MessageCount
 	line, after, dur, err := faults.ParseSilence(s.SilenceLine)
 	if err != nil {
 		return nil, cliconf.Invalid("silence-line", "%v", err)
@@ -704,16 +877,19 @@ func (a *App) addInjected(sum *Summary) {
 // multicast group; everything after the receiver is the same.
 
 // natsReceivers returns the receiver factory for --transport nats: each
-// channel's receiver subscribes to the channel's live subject. B lines are
-// refused before this is used. The factory uses a.nc, which New connects
-// before the subscriber opens its receivers.
-func (a *App) natsReceivers() ud.NewReceiverFunc {
+// channel's receiver subscribes to the channel's live subject, with cfg
+// and its own Notifier. B lines are refused before this is used. The
+// factory uses a.nc, which New connects before the subscriber opens its
+// receivers.
+func (a *App) natsReceivers(cfg natslive.Config) ud.NewReceiverFunc {
 	return func(id ud.LineID, n *ud.Notifier) (ud.Receiver, error) {
+		cfg := cfg
+		cfg.Notifier = n
 		if id.Line != ud.LineA {
 			return nil, fmt.Errorf("nats live receiver: %s: a B line is multicast only", id)
 		}
 		subject := recovery.LiveSubject(a.s.FeedName, id.Channel)
-		r, err := natslive.NewReceiver(a.nc, subject, natslive.Config{RingSlots: a.s.RingSlots, MaxDatagram: a.s.MaxDatagram, Notifier: n})
+		r, err := natslive.NewReceiver(a.nc, subject, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("channel %d: %w", id.Channel, err)
 		}
