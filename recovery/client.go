@@ -422,7 +422,7 @@ func (c *Client) reply(m *nats.Msg) {
 		c.mu.Unlock()
 		return // timed out already
 	}
-	fail, final, again := c.take(k, m)
+	final, again, fail := c.take(k, m)
 	if final && !again {
 		c.retire(k)
 	}
@@ -437,28 +437,28 @@ func (c *Client) reply(m *nats.Msg) {
 // means the call goes on as another request (the snapshot instead of a
 // range the store no longer holds, or the part of a range that exists), it
 // sends that request and reports again.
-func (c *Client) take(k *call, m *nats.Msg) (fail error, final, again bool) {
+func (c *Client) take(k *call, m *nats.Msg) (final, again bool, fail error) {
 	switch {
 	case m.Header.Get("Status") == "503":
 		// NATS itself answers when nobody subscribes to the subject.
-		return &ReplyError{Reason: fmt.Sprintf("%s: no feed handler answers on this subject (is it running, with the same feed name?)", k.subject)}, true, false
+		return true, false, &ReplyError{Reason: fmt.Sprintf("%s: no feed handler answers on this subject (is it running, with the same feed name?)", k.subject)}
 	case m.Header.Get(HeaderError) != "":
 		e := &ReplyError{Code: ErrorCode(m.Header.Get(HeaderError)), Reason: m.Header.Get(HeaderReason)}
 		e.Oldest, _ = strconv.ParseUint(m.Header.Get(HeaderOldest), 10, 64)
 		e.Next, _ = strconv.ParseUint(m.Header.Get(HeaderNext), 10, 64)
 		e.Ended = m.Header.Get(HeaderEnded) == "true"
-		return e, true, c.askAgain(k, e)
+		return true, c.askAgain(k, e), e
 	case m.Header.Get(HeaderFinal) != "":
 		if n, err := strconv.Atoi(m.Header.Get(HeaderFinal)); err != nil || n != len(k.parts) {
 			fail = &ReplyError{Reason: fmt.Sprintf("%s: final marker says %q parts, %d received", k.subject, m.Header.Get(HeaderFinal), len(k.parts))}
 		}
-		return fail, true, false
+		return true, false, fail
 	}
 	if n, err := strconv.Atoi(m.Header.Get(HeaderPart)); err != nil || n != len(k.parts)+1 {
-		return &ReplyError{Reason: fmt.Sprintf("%s: part %q out of order after %d parts", k.subject, m.Header.Get(HeaderPart), len(k.parts))}, true, false
+		return true, false, &ReplyError{Reason: fmt.Sprintf("%s: part %q out of order after %d parts", k.subject, m.Header.Get(HeaderPart), len(k.parts))}
 	}
 	k.parts = append(k.parts, m.Data)
-	return nil, false, false
+	return false, false, nil
 }
 
 // askAgain turns error reply e of call k into another request where one
