@@ -585,9 +585,21 @@ func TestNATSOutage(t *testing.T) {
 		t.Errorf("%d losses logged outside the outage (%v .. %v): first %+v", len(lostOutside), down, up, lostOutside[0])
 	}
 	// Each injected drop was either recovered or reported lost, and only
-	// drops around the outage were lost.
-	if recovered+missing != dropped {
+	// drops around the outage were lost. A channel that went stale asks
+	// recovery for what may follow its last message, and the answer can
+	// hold messages that were only late, not dropped: their multicast
+	// copies then arrive as duplicates. So with stale reports (allowed
+	// above only in the -short run) the excess over the injected drops is
+	// bounded by the duplicates, and without them the count is exact.
+	switch excess := int64(recovered+missing) - int64(dropped); {
+	case excess < 0:
+		t.Errorf("recovered %d + missing %d < injected drops %d: a dropped message was neither recovered nor reported lost", recovered, missing, dropped)
+	case excess > 0 && len(stale) == 0:
 		t.Errorf("recovered %d + missing %d != injected drops %d", recovered, missing, dropped)
+	case excess > 0 && uint64(excess) > num(t, s, "duplicates"):
+		t.Errorf("recovered %d + missing %d exceeds the injected drops %d by %d, more than the %d duplicates late messages could explain", recovered, missing, dropped, excess, num(t, s, "duplicates"))
+	case excess > 0:
+		t.Logf("recovered %d + missing %d exceeds the injected drops %d by %d messages that stale probes recovered before their late multicast copies (%d duplicates)", recovered, missing, dropped, excess, num(t, s, "duplicates"))
 	}
 	if missing > gapsDuring {
 		t.Errorf("missing %d exceeds the %d messages in gaps detected around the outage: gaps outside it were lost too", missing, gapsDuring)
