@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/recovery"
 	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
 )
@@ -81,7 +82,7 @@ func (c *channelCounts) event(ev *seqgap.Event) {
 }
 
 // lineIndex maps a seqgap line (LineA, LineB, LineRecovery) to an index of
-// ChannelStats.Messages (see messageLines).
+// ChannelStats.Messages.
 func lineIndex(line int) int {
 	switch line {
 	case 0, 1:
@@ -146,6 +147,16 @@ func (s *Subscriber) StatsSnapshot(dst []ChannelStats) (SubscriberStats, []Chann
 	s.snap.mu.Lock()
 	defer s.snap.mu.Unlock()
 	return s.snap.total, append(dst, s.snap.chans...)
+}
+
+// RecoveryStats returns the counters of the recovery client
+// (SubscriberConfig.Recovery), zero without one. Like StatsSnapshot, it is
+// safe to call from any goroutine.
+func (s *Subscriber) RecoveryStats() recovery.ClientStats {
+	if s.cfg.Recovery == nil {
+		return recovery.ClientStats{}
+	}
+	return s.cfg.Recovery.Stats()
 }
 
 // pubSnapshot is a Publisher's published counters.

@@ -49,8 +49,8 @@ type SubscriberConfig struct {
 	// Tracker.LostAfter for late packets and are then reported lost.
 	Recovery *recovery.Client
 	// Observer, if set, is told the latency of every stream message as it
-	// is released and of every recovery answer (see LatencyMetrics). It
-	// costs one clock read per packet.
+	// is released and of every recovery answer (see
+	// tickprom.LatencyMetrics). It costs one clock read per packet.
 	Observer Observer
 }
 
