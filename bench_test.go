@@ -290,7 +290,7 @@ func checkPublishPollAllocs(t *testing.T, f *benchFeed) {
 	f.drain(t, f.pub.Stats().Messages)
 	// Publish, Flush, the receive loops and Subscriber.Poll.
 	testenv.NoAllocs(t, "Publish+Flush+Poll of a message", 20, perRun, roundTrip)
-	if st := f.sub.Stats(); st.Lost != 0 || st.Messages != f.pub.Stats().Messages {
+	if st := f.sub.Stats(); st.Missing != 0 || st.Messages != f.pub.Stats().Messages {
 		t.Fatalf("subscriber released %d of %d messages: %+v", st.Messages, f.pub.Stats().Messages, st)
 	}
 }

@@ -49,7 +49,7 @@ func TestChannelCountsEvents(t *testing.T) {
 	c.event(&seqgap.Event{Kind: seqgap.EventLost, Reason: seqgap.LossTimeout, Range: seqgap.Range{From: 5, To: 9}})
 	c.event(&seqgap.Event{Kind: seqgap.EventLost, Reason: seqgap.LossWindowFull, Range: seqgap.Range{From: 20, To: 20}})
 	c.event(&seqgap.Event{Kind: seqgap.EventStale})
-	if c.lost[seqgap.LossTimeout] != 5 || c.lost[seqgap.LossWindowFull] != 1 || !c.stale {
+	if c.missing[seqgap.LossTimeout] != 5 || c.missing[seqgap.LossWindowFull] != 1 || !c.stale {
 		t.Fatalf("%+v", c)
 	}
 	c.event(&seqgap.Event{Kind: seqgap.EventFresh})

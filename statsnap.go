@@ -42,13 +42,14 @@ type ChannelStats struct {
 	// Messages counts the messages released to the handler by where they
 	// came from first: line A, line B, or recovery (index 2).
 	Messages [3]uint64
-	// Lost counts the messages declared lost, by seqgap.LossReason.
-	Lost [lossReasons]uint64
+	// Missing counts the messages declared lost, by seqgap.LossReason.
+	Missing [lossReasons]uint64
 	// Foreign and Malformed count the packets dropped on the channel's
 	// groups: another channel's or an older session's, and unparsable.
 	Foreign, Malformed uint64
 	// Stale is true while the channel receives nothing, not even
-	// heartbeats, and its session has not ended.
+	// heartbeats, and its session has not ended (Tracker.Stale counts the
+	// times it went stale).
 	Stale bool
 	// Lines are the channel's lines: A, then B if there is one.
 	Lines    [2]LineStats
@@ -62,7 +63,7 @@ const lossReasons = 5
 // beside the tracker's.
 type channelCounts struct {
 	messages           [3]uint64
-	lost               [lossReasons]uint64
+	missing            [lossReasons]uint64
 	foreign, malformed uint64
 	stale              bool
 }
@@ -71,8 +72,8 @@ type channelCounts struct {
 func (c *channelCounts) event(ev *seqgap.Event) {
 	switch ev.Kind {
 	case seqgap.EventLost:
-		if int(ev.Reason) < len(c.lost) {
-			c.lost[ev.Reason] += ev.Range.Len()
+		if int(ev.Reason) < len(c.missing) {
+			c.missing[ev.Reason] += ev.Range.Len()
 		}
 	case seqgap.EventStale:
 		c.stale = true
@@ -125,7 +126,7 @@ func (s *Subscriber) publishStats(now int64) {
 	for i, sc := range s.chans {
 		cs := &s.snap.chans[i]
 		cs.Tracker = sc.tracker.Stats()
-		cs.Messages, cs.Lost = sc.counts.messages, sc.counts.lost
+		cs.Messages, cs.Missing = sc.counts.messages, sc.counts.missing
 		cs.Foreign, cs.Malformed = sc.counts.foreign, sc.counts.malformed
 		cs.Stale = sc.counts.stale && !sc.tracker.Complete()
 		for l, r := range sc.lines {

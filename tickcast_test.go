@@ -133,7 +133,7 @@ func testPublishSubscribeABLines(t *testing.T, mode ud.Mode) {
 	}
 	// The A line's end of session can stop Run before the B line's last
 	// copies were read: drain them.
-	for end := time.Now().Add(2 * time.Second); sub.Stats().DupPackets < pub.Stats().Packets && time.Now().Before(end); {
+	for end := time.Now().Add(2 * time.Second); sub.Stats().DuplicatePackets < pub.Stats().Packets && time.Now().Before(end); {
 		if sub.Poll(rec, 1000) == 0 {
 			time.Sleep(time.Millisecond)
 		}
@@ -149,8 +149,8 @@ func testPublishSubscribeABLines(t *testing.T, mode ud.Mode) {
 		t.Fatalf("loss on loopback at %v msg/s: %+v", rate, st)
 	}
 	// Every packet arrives twice (A and B): one copy wins, one is a duplicate.
-	if st.WinsA+st.WinsB != pub.Stats().Packets || st.DupPackets != pub.Stats().Packets {
-		t.Fatalf("%d duplicate packets, want one per data packet sent (%d)", st.DupPackets, pub.Stats().Packets)
+	if st.WinsA+st.WinsB != pub.Stats().Packets || st.DuplicatePackets != pub.Stats().Packets {
+		t.Fatalf("%d duplicate packets, want one per data packet sent (%d)", st.DuplicatePackets, pub.Stats().Packets)
 	}
 	if rec.count(EventSessionStart) != 4 || rec.count(EventSessionEnd) != 4 {
 		t.Fatalf("events: %d starts, %d ends", rec.count(EventSessionStart), rec.count(EventSessionEnd))

@@ -11,7 +11,7 @@ import (
 // lossReasonNames are the reason label values of lost messages, by
 // seqgap.LossReason.
 var lossReasonNames = func() []string {
-	out := make([]string, len(tickcast.ChannelStats{}.Lost))
+	out := make([]string, len(tickcast.ChannelStats{}.Missing))
 	for r := 1; r < len(out); r++ {
 		out[r] = seqgap.LossReason(r).String()
 	}
@@ -95,19 +95,19 @@ func (c *subscriberCollector) Collect(out chan<- prometheus.Metric) {
 		counter(out, c.gaps, t.Gaps, ch)
 		counter(out, c.requests, t.Requests, ch)
 		counter(out, c.recovered, t.Recovered, ch)
-		for r := 1; r < len(cs.Lost); r++ {
-			counter(out, c.lost, cs.Lost[r], ch, lossReasonNames[r])
+		for r := 1; r < len(cs.Missing); r++ {
+			counter(out, c.lost, cs.Missing[r], ch, lossReasonNames[r])
 		}
 		counter(out, c.lostRanges, t.LostRanges, ch)
-		counter(out, c.dupMsgs, t.DupMessages, ch)
-		counter(out, c.dupPkts, t.DupPackets, ch)
-		counter(out, c.reordered, t.Held, ch)
-		counter(out, c.overflow, t.Overflow, ch)
+		counter(out, c.dupMsgs, t.Duplicates, ch)
+		counter(out, c.dupPkts, t.DuplicatePackets, ch)
+		counter(out, c.reordered, t.Reordered, ch)
+		counter(out, c.overflow, t.WindowFull, ch)
 		counter(out, c.foreign, cs.Foreign, ch)
 		counter(out, c.malformed, cs.Malformed, ch)
 		counter(out, c.sessions, t.Sessions, ch)
-		counter(out, c.abrupt, t.AbruptEnds, ch)
-		counter(out, c.staleEvents, t.StaleEvents, ch)
+		counter(out, c.abrupt, t.SessionsAbrupt, ch)
+		counter(out, c.staleEvents, t.Stale, ch)
 		counter(out, c.heartbeats, t.Heartbeats, ch)
 		stale := 0.0
 		if cs.Stale {
