@@ -1,9 +1,6 @@
 package tickprom
 
 import (
-	"math/rand/v2"
-	"net"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/udp"
 )
@@ -22,21 +20,6 @@ const (
 	testInstruments = 100
 	testChannels    = 4
 )
-
-// testGroup returns a channel-0 group base in 239.80.0.0/16 (kept apart from
-// the groups the other packages' tests use) on a free port, different on
-// each call.
-func testGroup(t testing.TB) netip.AddrPort {
-	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
-	c.Close()
-	x, y := byte(rand.IntN(200)), byte(1+rand.IntN(200))
-	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 80, x, y}), port)
-}
 
 // testFeed is a publisher and a subscriber joined to all its channels on
 // loopback multicast, fed by a synthetic source.
@@ -51,7 +34,7 @@ type testFeed struct {
 // given (either may be nil).
 func newTestFeed(t testing.TB, pubObs tickcast.PublisherObserver, subObs tickcast.Observer) *testFeed {
 	t.Helper()
-	group := testGroup(t)
+	group := testenv.MulticastGroups(t, 80)[0] // kept apart from the other packages' groups
 	// Blocking receive mode: a spinning receive thread would compete with
 	// the publisher and the consumer, which run in this same process.
 	udpc := udp.Config{Mode: ud.Blocking, CPU: -1}
