@@ -1,8 +1,6 @@
 package tickcast
 
 import (
-	"math/rand/v2"
-	"net"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -37,14 +35,7 @@ const (
 // each call.
 func benchGroup(tb testing.TB) netip.AddrPort {
 	tb.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
-	c.Close()
-	x, y := byte(rand.IntN(200)), byte(1+rand.IntN(200))
-	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 79, x, y}), port)
+	return testenv.MulticastGroups(tb, 79)[0]
 }
 
 // benchFeed is a publisher (and optionally a subscriber joined to all its
@@ -290,7 +281,7 @@ func checkPublishPollAllocs(t *testing.T, f *benchFeed) {
 	f.drain(t, f.pub.Stats().Messages)
 	// Publish, Flush, the receive loops and Subscriber.Poll.
 	testenv.NoAllocs(t, "Publish+Flush+Poll of a message", 20, perRun, roundTrip)
-	if st := f.sub.Stats(); st.Lost != 0 || st.Messages != f.pub.Stats().Messages {
+	if st := f.sub.Stats(); st.Missing != 0 || st.Messages != f.pub.Stats().Messages {
 		t.Fatalf("subscriber released %d of %d messages: %+v", st.Messages, f.pub.Stats().Messages, st)
 	}
 }

@@ -51,8 +51,8 @@ type PublisherConfig struct {
 	// datagram after it was sent; nextSeq is the sequence it carries.
 	OnControl func(ch int, session mold.Session, nextSeq uint64, datagram []byte)
 	// Observer, if set, is told about every flush and every data packet
-	// sent (see PublisherMetrics). It is called once per packet, never per
-	// message.
+	// sent (see tickprom.PublisherMetrics). It is called once per packet,
+	// never per message.
 	Observer PublisherObserver
 }
 

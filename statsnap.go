@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/recovery"
 	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
 )
@@ -41,13 +42,14 @@ type ChannelStats struct {
 	// Messages counts the messages released to the handler by where they
 	// came from first: line A, line B, or recovery (index 2).
 	Messages [3]uint64
-	// Lost counts the messages declared lost, by seqgap.LossReason.
-	Lost [lossReasons]uint64
+	// Missing counts the messages declared lost, by seqgap.LossReason.
+	Missing [lossReasons]uint64
 	// Foreign and Malformed count the packets dropped on the channel's
 	// groups: another channel's or an older session's, and unparsable.
 	Foreign, Malformed uint64
 	// Stale is true while the channel receives nothing, not even
-	// heartbeats, and its session has not ended.
+	// heartbeats, and its session has not ended (Tracker.Stale counts the
+	// times it went stale).
 	Stale bool
 	// Lines are the channel's lines: A, then B if there is one.
 	Lines    [2]LineStats
@@ -61,7 +63,7 @@ const lossReasons = 5
 // beside the tracker's.
 type channelCounts struct {
 	messages           [3]uint64
-	lost               [lossReasons]uint64
+	missing            [lossReasons]uint64
 	foreign, malformed uint64
 	stale              bool
 }
@@ -70,8 +72,8 @@ type channelCounts struct {
 func (c *channelCounts) event(ev *seqgap.Event) {
 	switch ev.Kind {
 	case seqgap.EventLost:
-		if int(ev.Reason) < len(c.lost) {
-			c.lost[ev.Reason] += ev.Range.Len()
+		if int(ev.Reason) < len(c.missing) {
+			c.missing[ev.Reason] += ev.Range.Len()
 		}
 	case seqgap.EventStale:
 		c.stale = true
@@ -81,7 +83,7 @@ func (c *channelCounts) event(ev *seqgap.Event) {
 }
 
 // lineIndex maps a seqgap line (LineA, LineB, LineRecovery) to an index of
-// ChannelStats.Messages (see messageLines).
+// ChannelStats.Messages.
 func lineIndex(line int) int {
 	switch line {
 	case 0, 1:
@@ -124,7 +126,7 @@ func (s *Subscriber) publishStats(now int64) {
 	for i, sc := range s.chans {
 		cs := &s.snap.chans[i]
 		cs.Tracker = sc.tracker.Stats()
-		cs.Messages, cs.Lost = sc.counts.messages, sc.counts.lost
+		cs.Messages, cs.Missing = sc.counts.messages, sc.counts.missing
 		cs.Foreign, cs.Malformed = sc.counts.foreign, sc.counts.malformed
 		cs.Stale = sc.counts.stale && !sc.tracker.Complete()
 		for l, r := range sc.lines {
@@ -146,6 +148,16 @@ func (s *Subscriber) StatsSnapshot(dst []ChannelStats) (SubscriberStats, []Chann
 	s.snap.mu.Lock()
 	defer s.snap.mu.Unlock()
 	return s.snap.total, append(dst, s.snap.chans...)
+}
+
+// RecoveryStats returns the counters of the recovery client
+// (SubscriberConfig.Recovery), zero without one. Like StatsSnapshot, it is
+// safe to call from any goroutine.
+func (s *Subscriber) RecoveryStats() recovery.ClientStats {
+	if s.cfg.Recovery == nil {
+		return recovery.ClientStats{}
+	}
+	return s.cfg.Recovery.Stats()
 }
 
 // pubSnapshot is a Publisher's published counters.

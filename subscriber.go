@@ -50,8 +50,8 @@ type SubscriberConfig struct {
 	// Tracker.LostAfter for late packets and are then reported lost.
 	Recovery *recovery.Client
 	// Observer, if set, is told the latency of every stream message as it
-	// is released and of every recovery answer (see LatencyMetrics). It
-	// costs one clock read per packet.
+	// is released and of every recovery answer (see
+	// tickprom.LatencyMetrics). It costs one clock read per packet.
 	Observer Observer
 }
 
@@ -196,34 +196,42 @@ type Handler interface {
 }
 
 // SubscriberStats are a subscriber's cumulative counters over all joined
-// channels.
+// channels. Each counter has one name from seqgap.Stats to the
+// subscriber's JSON summary (cmd/subscriber): the Go name is the summary
+// key in CamelCase (Reordered is "reordered", WindowFull "window_full",
+// Missing "missing"). Messages and Truncated are not in the summary (its
+// "received" is the handler's own count). The Prometheus names of package
+// tickprom are listed in docs/operations.md; a few say more than the key
+// (Missing is tickcast_subscriber_messages_lost_total by reason, WindowFull
+// window_overflow_messages_total, Duplicates duplicate_messages_total,
+// Stale stale_events_total).
 type SubscriberStats struct {
-	Packets        uint64 // datagrams taken from the receive rings
-	Messages       uint64 // messages released to the handler
-	Gaps           uint64 // gaps detected
-	Requests       uint64 // ranges requested from recovery
-	Recovered      uint64 // messages released that came from recovery
-	Held           uint64 // messages that waited out of order in the window
-	Lost           uint64 // messages declared lost
-	LostRanges     uint64 // lost ranges reported
-	Overflow       uint64 // messages that arrived beyond the window and forced a loss
-	DupPackets     uint64 // packets that carried nothing new
-	DupMessages    uint64 // messages dropped as already had
-	Foreign        uint64 // packets of other channels or older sessions
-	Malformed      uint64 // datagrams that failed to parse
-	Sessions       uint64 // sessions started
-	Ended          uint64 // sessions that ended with end of session
-	Abrupt         uint64 // sessions replaced without end of session
-	Stale          uint64 // times a channel went stale
-	InstrumentGaps uint64 // per-instrument sequence skips
-	KernelDrops    uint64 // datagrams the kernel dropped for our sockets
-	RingFull       uint64 // times a receive ring was full
-	Truncated      uint64 // datagrams larger than a slot
-	Snapshots      uint64 // snapshots applied
-	PacketsA       uint64 // packets received on line A
-	PacketsB       uint64 // ... on line B
-	WinsA          uint64 // packets that brought new messages first on line A
-	WinsB          uint64 // ... on line B
+	Packets          uint64 // datagrams taken from the receive rings
+	Messages         uint64 // messages released to the handler
+	Gaps             uint64 // gaps detected
+	Requests         uint64 // ranges requested from recovery
+	Recovered        uint64 // messages released that came from recovery
+	Reordered        uint64 // messages that waited out of order in the window
+	Missing          uint64 // messages declared lost
+	LostRanges       uint64 // lost ranges reported
+	WindowFull       uint64 // messages that arrived beyond the window and forced a loss
+	DuplicatePackets uint64 // packets that carried nothing new
+	Duplicates       uint64 // messages dropped as already had
+	Foreign          uint64 // packets of other channels or older sessions
+	Malformed        uint64 // datagrams that failed to parse
+	Sessions         uint64 // sessions started
+	SessionsEnded    uint64 // sessions that ended with end of session
+	SessionsAbrupt   uint64 // sessions replaced without end of session
+	Stale            uint64 // times a channel went stale
+	InstrumentGaps   uint64 // per-instrument sequence skips
+	KernelDrops      uint64 // datagrams the kernel dropped for our sockets
+	RingFull         uint64 // times a receive ring was full
+	Truncated        uint64 // datagrams larger than a slot
+	Snapshots        uint64 // snapshots applied
+	PacketsA         uint64 // packets received on line A
+	PacketsB         uint64 // ... on line B
+	WinsA            uint64 // packets that brought new messages first on line A
+	WinsB            uint64 // ... on line B
 }
 
 // Subscriber receives channels of a tickcast feed and releases their
@@ -362,22 +370,22 @@ func (s *Subscriber) AllEnded() bool {
 
 // Stats returns the counters, including the transports' kernel drop counts.
 func (s *Subscriber) Stats() SubscriberStats {
-	st := SubscriberStats{Packets: s.packets, Foreign: s.foreign, Malformed: s.malformed, Ended: s.ended, InstrumentGaps: s.instGaps, Snapshots: s.snapshots}
+	st := SubscriberStats{Packets: s.packets, Foreign: s.foreign, Malformed: s.malformed, SessionsEnded: s.ended, InstrumentGaps: s.instGaps, Snapshots: s.snapshots}
 	for _, sc := range s.chans {
 		ts := sc.tracker.Stats()
-		st.Messages += ts.Released
+		st.Messages += ts.Messages
 		st.Gaps += ts.Gaps
 		st.Requests += ts.Requests
 		st.Recovered += ts.Recovered
-		st.Held += ts.Held
-		st.Lost += ts.Lost
+		st.Reordered += ts.Reordered
+		st.Missing += ts.Missing
 		st.LostRanges += ts.LostRanges
-		st.Overflow += ts.Overflow
-		st.DupPackets += ts.DupPackets
-		st.DupMessages += ts.DupMessages
+		st.WindowFull += ts.WindowFull
+		st.DuplicatePackets += ts.DuplicatePackets
+		st.Duplicates += ts.Duplicates
 		st.Sessions += ts.Sessions
-		st.Abrupt += ts.AbruptEnds
-		st.Stale += ts.StaleEvents
+		st.SessionsAbrupt += ts.SessionsAbrupt
+		st.Stale += ts.Stale
 		st.PacketsA += ts.PacketsOnLine[0]
 		st.PacketsB += ts.PacketsOnLine[1]
 		st.WinsA += ts.WinsPerLine[0]

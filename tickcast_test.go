@@ -3,14 +3,13 @@ package tickcast
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/feed/verify"
+	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
@@ -21,15 +20,8 @@ import (
 // 239.78.0.0/16, different for each call so that tests do not hear each other.
 func testGroups(t *testing.T) (a, b netip.AddrPort) {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
-	c.Close()
-	x, y := byte(rand.IntN(200)), byte(1+rand.IntN(100))
-	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 77, x, y}), port),
-		netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 78, x, y}), port)
+	g := testenv.MulticastGroups(t, 77, 78)
+	return g[0], g[1]
 }
 
 // recorder is a Handler that verifies every message against the synthetic
@@ -133,7 +125,7 @@ func testPublishSubscribeABLines(t *testing.T, mode ud.Mode) {
 	}
 	// The A line's end of session can stop Run before the B line's last
 	// copies were read: drain them.
-	for end := time.Now().Add(2 * time.Second); sub.Stats().DupPackets < pub.Stats().Packets && time.Now().Before(end); {
+	for end := time.Now().Add(2 * time.Second); sub.Stats().DuplicatePackets < pub.Stats().Packets && time.Now().Before(end); {
 		if sub.Poll(rec, 1000) == 0 {
 			time.Sleep(time.Millisecond)
 		}
@@ -149,8 +141,8 @@ func testPublishSubscribeABLines(t *testing.T, mode ud.Mode) {
 		t.Fatalf("loss on loopback at %v msg/s: %+v", rate, st)
 	}
 	// Every packet arrives twice (A and B): one copy wins, one is a duplicate.
-	if st.WinsA+st.WinsB != pub.Stats().Packets || st.DupPackets != pub.Stats().Packets {
-		t.Fatalf("%d duplicate packets, want one per data packet sent (%d)", st.DupPackets, pub.Stats().Packets)
+	if st.WinsA+st.WinsB != pub.Stats().Packets || st.DuplicatePackets != pub.Stats().Packets {
+		t.Fatalf("%d duplicate packets, want one per data packet sent (%d)", st.DuplicatePackets, pub.Stats().Packets)
 	}
 	if rec.count(EventSessionStart) != 4 || rec.count(EventSessionEnd) != 4 {
 		t.Fatalf("events: %d starts, %d ends", rec.count(EventSessionStart), rec.count(EventSessionEnd))

@@ -11,8 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/promql/parser"
-	"github.com/tickcast/tickcast"
-	"github.com/tickcast/tickcast/recovery"
+	"github.com/tickcast/tickcast/tickprom"
 )
 
 // TestGeneratedUpToDate fails when a committed dashboard differs from what
@@ -177,9 +176,9 @@ func exportedMetrics(t *testing.T) map[string][]string {
 	t.Helper()
 	descs := make(chan *prometheus.Desc, 256)
 	for _, c := range []prometheus.Collector{
-		tickcast.NewSubscriberCollector(nil), tickcast.NewLatencyMetrics(),
-		tickcast.NewPublisherCollector(nil, ""), tickcast.NewPublisherMetrics(),
-		recovery.NewServerCollector(nil, nil),
+		tickprom.NewSubscriberCollector(nil), tickprom.NewLatencyMetrics(),
+		tickprom.NewPublisherCollector(nil, ""), tickprom.NewPublisherMetrics(),
+		tickprom.NewRecoveryServerCollector(nil, nil),
 	} {
 		c.Describe(descs)
 	}

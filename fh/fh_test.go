@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/internal/subapp"
+	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
 )
@@ -25,13 +24,7 @@ import (
 // different for each call so that tests do not hear each other.
 func testGroup(t *testing.T) netip.AddrPort {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
-	c.Close()
-	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 77, byte(100 + rand.IntN(100)), byte(1 + rand.IntN(100))}), port)
+	return testenv.MulticastGroups(t, 77)[0]
 }
 
 // TestEmbedded runs a feed handler in process (an embedded NATS server,

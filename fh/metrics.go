@@ -7,6 +7,7 @@ import (
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/recovery"
+	"github.com/tickcast/tickcast/tickprom"
 )
 
 // metrics is the feed handler's Prometheus registry and server
@@ -14,7 +15,7 @@ import (
 // recovery server's counters and the stores' depth, and the Go runtime's.
 type metrics struct {
 	*metricsrv.Server
-	observer *tickcast.PublisherMetrics // PublisherConfig.Observer
+	observer *tickprom.PublisherMetrics // PublisherConfig.Observer
 	source   string
 }
 
@@ -26,14 +27,14 @@ func startMetrics(addr, source string, log zerolog.Logger, rsrv *recovery.Server
 	if err != nil {
 		return nil, err
 	}
-	m := &metrics{Server: srv, observer: tickcast.NewPublisherMetrics(), source: sourceLabel(source)}
-	srv.Registry.MustRegister(m.observer, recovery.NewServerCollector(rsrv, stores))
+	m := &metrics{Server: srv, observer: tickprom.NewPublisherMetrics(), source: sourceLabel(source)}
+	srv.Registry.MustRegister(m.observer, tickprom.NewRecoveryServerCollector(rsrv, stores))
 	return m, nil
 }
 
 // addPublisher registers pub's counters.
 func (m *metrics) addPublisher(pub *tickcast.Publisher) {
-	m.Registry.MustRegister(tickcast.NewPublisherCollector(pub, m.source))
+	m.Registry.MustRegister(tickprom.NewPublisherCollector(pub, m.source))
 }
 
 // sourceLabel is the source label value of a source name: its kind

@@ -108,11 +108,11 @@ func (m *model) check(t *testing.T, where string, st Stats) {
 		name      string
 		got, want uint64
 	}{
-		{"released (Release calls)", st.Released, m.released},
+		{"released (Release calls)", st.Messages, m.released},
 		{"recovered (releases from recovery)", st.Recovered, m.fromRec},
-		{"lost (messages in lost events)", st.Lost, m.lost},
-		{"dup-msgs + ignored recovered (fed - new)", st.DupMessages + st.IgnoredRecov, m.fed - m.newMsgs},
-		{"dup-packets (live packets with nothing new)", st.DupPackets, m.dupPkts},
+		{"lost (messages in lost events)", st.Missing, m.lost},
+		{"dup-msgs + ignored recovered (fed - new)", st.Duplicates + st.IgnoredRecov, m.fed - m.newMsgs},
+		{"dup-packets (live packets with nothing new)", st.DuplicatePackets, m.dupPkts},
 		{"wins on A", st.WinsPerLine[0], m.wins[0]},
 		{"wins on B", st.WinsPerLine[1], m.wins[1]},
 	} {
@@ -307,7 +307,7 @@ func (s *scenario) run(cmd string) {
 		st := s.tr.Stats()
 		s.m.check(s.t, cmd, st)
 		s.out = append(s.out, fmt.Sprintf("released=%d lost=%d dup-msgs=%d dup-packets=%d held=%d recovered=%d overflow=%d wins=%d/%d requests=%d",
-			st.Released, st.Lost, st.DupMessages, st.DupPackets, st.Held, st.Recovered, st.Overflow, st.WinsPerLine[0], st.WinsPerLine[1], st.Requests))
+			st.Messages, st.Missing, st.Duplicates, st.DuplicatePackets, st.Reordered, st.Recovered, st.WindowFull, st.WinsPerLine[0], st.WinsPerLine[1], st.Requests))
 	default:
 		s.t.Fatalf("unknown command %q", cmd)
 	}

@@ -34,7 +34,7 @@ type Config struct {
 	Window int
 	// SlotSize is the bytes reserved per held message, 1..MaxSlotSize; a
 	// longer message is held in its own allocation (counted in
-	// Stats.OversizeHeld). Default DefaultSlotSize.
+	// Stats.OversizeReordered). Default DefaultSlotSize.
 	SlotSize int
 	// GapDelay is how long a gap waits before it is requested, so that a
 	// late packet can close it first. Default DefaultGapDelay (0: request
@@ -246,29 +246,34 @@ type Event struct {
 	Reason  LossReason // EventLost
 }
 
-// Stats are a tracker's cumulative counters.
+// Stats are a tracker's cumulative counters. A counter the subscriber
+// reports has the name of its JSON summary key (Reordered is "reordered",
+// WindowFull "window_full", Missing "missing") in tickcast.SubscriberStats
+// too; see its doc for the Prometheus names.
 type Stats struct {
-	Packets       uint64    // packets taken, all lines
-	PacketsOnLine [2]uint64 // per line
-	WinsPerLine   [2]uint64 // packets that brought at least one new message, per line
-	Heartbeats    uint64
-	DupPackets    uint64 // packets that brought nothing new
-	DupMessages   uint64 // messages dropped as already released or held
-	Released      uint64 // messages released
-	Held          uint64 // messages that waited in the window
-	Recovered     uint64 // messages released that came from recovery
-	Overflow      uint64 // messages that arrived too far ahead to hold
-	OversizeHeld  uint64 // held messages larger than SlotSize
-	Gaps          uint64 // gaps detected
-	Requests      uint64 // ranges requested (probes not included)
-	Lost          uint64 // messages declared lost
-	LostRanges    uint64 // EventLost events
-	Sessions      uint64
-	AbruptEnds    uint64
-	StaleEvents   uint64
-	IgnoredRecov  uint64 // recovered messages of another session or already had
-	Probes        uint64 // requests past the known end of a stale stream
-	Implausible   uint64 // packets dropped for an impossible sequence (0, or a leap past maxJump)
+	Packets          uint64    // packets taken, all lines
+	PacketsOnLine    [2]uint64 // per line
+	WinsPerLine      [2]uint64 // packets that brought at least one new message, per line
+	Heartbeats       uint64
+	DuplicatePackets uint64 // packets that brought nothing new
+	Duplicates       uint64 // messages dropped as already released or waiting in the window
+	Messages         uint64 // messages released
+	Reordered        uint64 // messages that arrived early and waited in the window
+	Recovered        uint64 // messages released that came from recovery
+	WindowFull       uint64 // messages that arrived beyond the window and forced a loss
+	// OversizeReordered counts the Reordered messages larger than
+	// SlotSize, each kept in its own allocation.
+	OversizeReordered uint64
+	Gaps              uint64 // gaps detected
+	Requests          uint64 // ranges requested (probes not included)
+	Missing           uint64 // messages declared lost (EventLost), for good
+	LostRanges        uint64 // EventLost events
+	Sessions          uint64 // sessions started
+	SessionsAbrupt    uint64 // sessions replaced without end of session
+	Stale             uint64 // times the stream went stale (EventStale)
+	IgnoredRecov      uint64 // recovered messages of another session or already had
+	Probes            uint64 // requests past the known end of a stale stream
+	Implausible       uint64 // packets dropped for an impossible sequence (0, or a leap past maxJump)
 }
 
 // maxJump is the largest forward leap of sequence a packet of the current
@@ -410,7 +415,7 @@ func (t *Tracker) request(r Range, snapshot bool) {
 
 // Released returns how many messages the tracker has released (the cheap
 // form of Stats().Released, for loops that check it per packet).
-func (t *Tracker) Released() uint64 { return t.stats.Released }
+func (t *Tracker) Released() uint64 { return t.stats.Messages }
 
 func (t *Tracker) emit(kind EventKind, line int) *Event {
 	t.ev = Event{Kind: kind, Line: line, Session: t.session}
@@ -457,8 +462,8 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 	}
 	end := p.Seq + uint64(p.Messages())
 	if end <= t.next {
-		t.stats.DupPackets++
-		t.stats.DupMessages += uint64(p.Messages())
+		t.stats.DuplicatePackets++
+		t.stats.Duplicates += uint64(p.Messages())
 		return
 	}
 	if p.Seq > t.high {
@@ -470,7 +475,7 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 		// waiting for that gap: the front of the window is declared lost
 		// (window-full), once for the packet, until the packet fits.
 		// Never past the packet's own first message: those are here.
-		t.stats.Overflow++
+		t.stats.WindowFull++
 		if t.join.pending {
 			t.loseJoin(LossWindowFull, out)
 		}
@@ -485,7 +490,7 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 	if newMsgs > 0 {
 		t.stats.WinsPerLine[line&1]++
 	} else {
-		t.stats.DupPackets++
+		t.stats.DuplicatePackets++
 	}
 }
 
@@ -497,7 +502,7 @@ func (t *Tracker) take(p mold.Packet, line int, recvNs, nowNs int64, out Output)
 	for msg, seq, ok := it.Next(); ok; msg, seq, ok = it.Next() {
 		switch {
 		case seq < t.next:
-			t.stats.DupMessages++
+			t.stats.Duplicates++
 			continue
 		case seq == t.next && !t.holding():
 			fresh++
@@ -527,7 +532,7 @@ func (t *Tracker) take(p mold.Packet, line int, recvNs, nowNs int64, out Output)
 		if t.hold(seq, msg, line, recvNs) {
 			fresh++
 		} else {
-			t.stats.DupMessages++
+			t.stats.Duplicates++
 		}
 	}
 	t.trimGaps()
@@ -535,7 +540,7 @@ func (t *Tracker) take(p mold.Packet, line int, recvNs, nowNs int64, out Output)
 }
 
 func (t *Tracker) release(seq uint64, msg []byte, line int, recvNs int64, out Output) {
-	t.stats.Released++
+	t.stats.Messages++
 	if line == LineRecovery {
 		t.stats.Recovered++
 	}
@@ -553,13 +558,13 @@ func (t *Tracker) hold(seq uint64, msg []byte, line int, recvNs int64) bool {
 	if len(msg) > t.cfg.SlotSize {
 		// Rare: a message larger than the slots (a newer message version).
 		h.big = append(h.big[:0], msg...)
-		t.stats.OversizeHeld++
+		t.stats.OversizeReordered++
 	} else {
 		off := int(seq&t.mask) * t.cfg.SlotSize
 		copy(t.data[off:off+len(msg)], msg)
 	}
 	t.heldCount++
-	t.stats.Held++
+	t.stats.Reordered++
 	return true
 }
 
@@ -615,7 +620,7 @@ func (t *Tracker) startJoin(line int, start uint64, nowNs int64, out Output) {
 func (t *Tracker) loseJoin(reason LossReason, out Output) {
 	r := t.join.r
 	t.join = join{}
-	t.stats.Lost += r.Len()
+	t.stats.Missing += r.Len()
 	t.stats.LostRanges++
 	ev := t.emit(EventLost, LineRecovery)
 	ev.Range, ev.Reason = r, reason
@@ -688,7 +693,7 @@ func (t *Tracker) Tick(nowNs int64, out Output) {
 func (t *Tracker) checkStale(nowNs int64, out Output) {
 	if t.started && !t.stale && nowNs-t.lastNs >= int64(t.cfg.StaleAfter) {
 		t.stale = true
-		t.stats.StaleEvents++
+		t.stats.Stale++
 		out.Event(t.emit(EventStale, LineRecovery))
 	}
 }
@@ -779,7 +784,7 @@ func (t *Tracker) loseThrough(to uint64, reason LossReason, out Output) {
 	var run Range
 	flush := func() {
 		if run.From != 0 {
-			t.stats.Lost += run.Len()
+			t.stats.Missing += run.Len()
 			t.stats.LostRanges++
 			ev := t.emit(EventLost, LineRecovery)
 			ev.Range, ev.Reason = run, reason
@@ -926,7 +931,7 @@ func (t *Tracker) resync(session mold.Session, next uint64, nowNs int64, out Out
 		r := t.join.r
 		t.join = join{}
 		if next <= r.To {
-			t.stats.Lost += Range{next, r.To}.Len()
+			t.stats.Missing += Range{next, r.To}.Len()
 			t.stats.LostRanges++
 			ev := t.emit(EventLost, LineRecovery)
 			ev.Range, ev.Reason = Range{next, r.To}, LossRefused
@@ -975,7 +980,7 @@ func (t *Tracker) newSession(line int, session mold.Session, nowNs int64, out Ou
 			t.loseThrough(t.high-1, LossSessionReplaced, out)
 		}
 		if !t.ended {
-			t.stats.AbruptEnds++
+			t.stats.SessionsAbrupt++
 			ev := t.emit(EventSessionAbrupt, line)
 			ev.LastSeq = t.high - 1
 			out.Event(ev)

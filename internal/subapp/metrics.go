@@ -11,6 +11,7 @@ import (
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/internal/hgrm"
 	"github.com/tickcast/tickcast/internal/metricsrv"
+	"github.com/tickcast/tickcast/tickprom"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,7 +21,7 @@ import (
 // serves /metrics on --metrics-addr. Released, tick and Recovered run on the
 // polling goroutine.
 type appMetrics struct {
-	lat     *tickcast.LatencyMetrics
+	lat     *tickprom.LatencyMetrics
 	hdr     *hdrhistogram.Histogram // send to release, ns; polling goroutine only
 	tickHdr *hdrhistogram.Histogram // feed handler's receipt of the tick to release, ns; polling goroutine only
 	// The stages of the path, each a histogram in ns: in the feed handler
@@ -42,7 +43,7 @@ const hdrMaxNs = int64(time.Minute)
 func newAppMetrics() *appMetrics {
 	// Three significant digits from 1 ns to a minute: about 200 KB.
 	h := func() *hdrhistogram.Histogram { return hdrhistogram.New(1, hdrMaxNs, 3) }
-	return &appMetrics{lat: tickcast.NewLatencyMetrics(), hdr: h(), tickHdr: h(),
+	return &appMetrics{lat: tickprom.NewLatencyMetrics(), hdr: h(), tickHdr: h(),
 		stageFH: h(), stageWire: h(), stageRelease: h()}
 }
 
@@ -93,7 +94,7 @@ func (m *appMetrics) serve(addr string, sub *tickcast.Subscriber, log zerolog.Lo
 	if err != nil {
 		return err
 	}
-	srv.Registry.MustRegister(tickcast.NewSubscriberCollector(sub), m.lat)
+	srv.Registry.MustRegister(tickprom.NewSubscriberCollector(sub), m.lat)
 	m.srv = srv
 	return nil
 }

@@ -465,7 +465,7 @@ type Summary struct {
 	PacketsA         uint64  `json:"packets_a"`
 	PacketsB         uint64  `json:"packets_b"`
 	Duplicates       uint64  `json:"duplicates"`
-	DupPackets       uint64  `json:"duplicate_packets"`
+	DuplicatePackets uint64  `json:"duplicate_packets"`
 	Foreign          uint64  `json:"foreign"`
 	Malformed        uint64  `json:"malformed"`
 	KernelDrops      uint64  `json:"kernel_drops"`
@@ -577,11 +577,11 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 	st := a.sub.Stats()
 	sum := Summary{
 		Role: "subscriber", Channels: a.sub.Channels(), Received: h.received, Expected: a.s.Expect,
-		Packets: st.Packets, Gaps: st.Gaps, Missing: st.Lost, Duplicates: st.DupMessages, DupPackets: st.DupPackets,
-		LostRanges: st.LostRanges, Recovered: st.Recovered, Requests: st.Requests, Reordered: st.Held, WindowFull: st.Overflow,
+		Packets: st.Packets, Gaps: st.Gaps, Missing: st.Missing, Duplicates: st.Duplicates, DuplicatePackets: st.DuplicatePackets,
+		LostRanges: st.LostRanges, Recovered: st.Recovered, Requests: st.Requests, Reordered: st.Reordered, WindowFull: st.WindowFull,
 		InstrumentGaps: st.InstrumentGaps, Stale: st.Stale, PacketsA: st.PacketsA, PacketsB: st.PacketsB,
 		Foreign: st.Foreign, Malformed: st.Malformed, KernelDrops: st.KernelDrops, RingFull: st.RingFull,
-		Sessions: st.Sessions, SessionsEnded: st.Ended, SessionsAbrupt: st.Abrupt, WinsA: st.WinsA, WinsB: st.WinsB,
+		Sessions: st.Sessions, SessionsEnded: st.SessionsEnded, SessionsAbrupt: st.SessionsAbrupt, WinsA: st.WinsA, WinsB: st.WinsB,
 		Verify: a.s.Verify, VerifyOK: a.s.Verify && h.verifyErrs == 0 && h.received > 0, VerifyErrors: h.verifyErrs,
 		ElapsedS: elapsed.Seconds(), MsgsPerS: float64(h.received) / elapsed.Seconds(),
 		RcvBuf: a.sub.ReceiverStats(0, tickcast.LineA).RcvBuf, ExitReason: reason,
@@ -602,7 +602,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 	if h.received > 0 {
 		sum.MallocsPerMsg = float64(allocs) / float64(h.received)
 	}
-	sum.OK = st.Lost == 0 && h.received > 0 &&
+	sum.OK = st.Missing == 0 && h.received > 0 &&
 		(a.s.Expect == 0 || h.received == a.s.Expect) && (!a.s.Verify || sum.VerifyOK)
 	return sum
 }
@@ -635,10 +635,10 @@ func (a *App) screen(elapsed time.Duration) {
 	fmt.Fprintf(w, "tickcast subscriber   %s   channels %v   %s\n\n", elapsed.Truncate(time.Second), a.sub.Channels(), a.s.Mode)
 	fmt.Fprintf(w, "  messages     %12d   %10.0f msg/s\n", a.h.received, float64(a.h.received)/elapsed.Seconds())
 	fmt.Fprintf(w, "  packets      %12d   A wins %d  B wins %d\n", st.Packets, st.WinsA, st.WinsB)
-	fmt.Fprintf(w, "  gaps         %12d   missing %d\n", st.Gaps, st.Lost)
-	fmt.Fprintf(w, "  duplicates   %12d   foreign %d  malformed %d\n", st.DupMessages, st.Foreign, st.Malformed)
+	fmt.Fprintf(w, "  gaps         %12d   missing %d\n", st.Gaps, st.Missing)
+	fmt.Fprintf(w, "  duplicates   %12d   foreign %d  malformed %d\n", st.Duplicates, st.Foreign, st.Malformed)
 	fmt.Fprintf(w, "  kernel drops %12d   ring full %d\n", st.KernelDrops, st.RingFull)
-	fmt.Fprintf(w, "  sessions     %12d   ended %d  abrupt %d\n", st.Sessions, st.Ended, st.Abrupt)
+	fmt.Fprintf(w, "  sessions     %12d   ended %d  abrupt %d\n", st.Sessions, st.SessionsEnded, st.SessionsAbrupt)
 	if a.s.Verify {
 		fmt.Fprintf(w, "  verify errors %11d\n", a.h.verifyErrs)
 	}

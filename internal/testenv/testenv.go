@@ -5,6 +5,9 @@
 package testenv
 
 import (
+	"math/rand/v2"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -48,4 +51,26 @@ func NeedTool(t testing.TB, name string) string {
 func NeedRoot(t testing.TB) {
 	t.Helper()
 	Need(t, "root", os.Geteuid() == 0, "the test needs root")
+}
+
+// MulticastGroups returns one channel-0 group base per prefix, 239.P.x.y with
+// the same random x and y in each, all on one free port: different on each
+// call, so that tests do not hear each other. A test keeps to its own
+// prefixes (the root package's tests use 77 and 78 for lines A and B, its
+// benchmarks 79). Multicast stays on loopback: the port is taken from a
+// 127.0.0.1 socket.
+func MulticastGroups(t testing.TB, prefixes ...byte) []netip.AddrPort {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
+	c.Close()
+	x, y := byte(rand.IntN(200)), byte(1+rand.IntN(200))
+	out := make([]netip.AddrPort, len(prefixes))
+	for i, p := range prefixes {
+		out[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, p, x, y}), port)
+	}
+	return out
 }

@@ -95,3 +95,20 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("one allocation, once, in %d calls, reported as %q", calls, rec.errors)
 	}
 }
+
+func TestMulticastGroups(t *testing.T) {
+	g := MulticastGroups(t, 77, 78)
+	if len(g) != 2 {
+		t.Fatalf("%d groups, want 2", len(g))
+	}
+	for i, p := range []byte{77, 78} {
+		a := g[i].Addr().As4()
+		if !g[i].Addr().IsMulticast() || a[0] != 239 || a[1] != p || a[3] == 0 || g[i].Port() == 0 {
+			t.Errorf("group %d: %v, want 239.%d.x.y (y > 0) on a port", i, g[i], p)
+		}
+	}
+	a, b := g[0].Addr().As4(), g[1].Addr().As4()
+	if a[2] != b[2] || a[3] != b[3] || g[0].Port() != g[1].Port() {
+		t.Errorf("%v and %v differ beyond the prefix", g[0], g[1])
+	}
+}

@@ -134,7 +134,7 @@ func TestPublishSubscribe(t *testing.T) {
 		if s.c.err != nil {
 			t.Errorf("subscriber %d: %v", i, s.c.err)
 		}
-		if s.c.messages != syn.Count || s.c.lost != 0 || st.Lost != 0 {
+		if s.c.messages != syn.Count || s.c.lost != 0 || st.Missing != 0 {
 			t.Errorf("subscriber %d: %d messages, %d lost, want %d and none lost", i, s.c.messages, s.c.lost, syn.Count)
 		}
 	}

@@ -1,4 +1,4 @@
-package tickcast
+package tickprom
 
 import (
 	"strings"
@@ -10,63 +10,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/tickcast/tickcast/seqgap"
+	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/internal/testenv"
 )
-
-// shortStatsInterval makes the polling goroutines publish their counters on
-// every poll for the rest of the test.
-func shortStatsInterval(t *testing.T) {
-	old := statsInterval
-	statsInterval = 0
-	t.Cleanup(func() { statsInterval = old })
-}
-
-// gather returns the registry's samples as name{labels} → value, with the
-// labels sorted by name, and fails on a gathering error.
-func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			var b strings.Builder
-			b.WriteString(mf.GetName())
-			if len(m.GetLabel()) > 0 {
-				b.WriteByte('{')
-				for i, l := range m.GetLabel() {
-					if i > 0 {
-						b.WriteByte(',')
-					}
-					b.WriteString(l.GetName() + "=" + l.GetValue())
-				}
-				b.WriteByte('}')
-			}
-			var v float64
-			switch mf.GetType() {
-			case dto.MetricType_COUNTER:
-				v = m.GetCounter().GetValue()
-			case dto.MetricType_GAUGE:
-				v = m.GetGauge().GetValue()
-			case dto.MetricType_HISTOGRAM:
-				v = float64(m.GetHistogram().GetSampleCount())
-			}
-			out[b.String()] = v
-		}
-	}
-	return out
-}
 
 // TestMetricsWhileRunning scrapes the collectors of a publisher and a
 // subscriber continuously while they move messages on other goroutines
 // (run it with -race), then checks the totals and that every known label
 // value is exported, at 0 when nothing was counted.
 func TestMetricsWhileRunning(t *testing.T) {
-	shortStatsInterval(t)
 	lat, pm := NewLatencyMetrics(), NewPublisherMetrics()
-	f := newObservedBenchFeed(t, true, pm, lat)
+	f := newTestFeed(t, pm, lat)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewSubscriberCollector(f.sub), NewPublisherCollector(f.pub, "synthetic"), lat, pm)
 
@@ -92,18 +46,14 @@ func TestMetricsWhileRunning(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	n := 0
 	for n < 20000 || (scrapes.Load() < 100 && time.Now().Before(deadline)) {
-		now := Now()
-		for range 256 {
-			f.publish(t, now)
-			n++
-		}
-		if err := f.pub.Flush(now); err != nil {
+		f.publish(t, 256)
+		n += 256
+		if err := f.pub.Poll(tickcast.Now()); err != nil {
 			t.Fatal(err)
 		}
-		f.pub.Poll(now)
-		f.drain(t, f.pub.Stats().Messages)
+		f.drain(t)
 	}
-	f.sub.Poll(&f.h, 4096) // publishes the final counters
+	f.settle(t) // the final counters are published
 	close(stop)
 	wg.Wait()
 	t.Logf("%d scrapes while %d messages were published and received", scrapes.Load(), n)
@@ -119,6 +69,9 @@ func TestMetricsWhileRunning(t *testing.T) {
 		return s
 	}
 	published := float64(f.pub.Stats().Messages)
+	if published != float64(n) {
+		t.Fatalf("published %v messages, want %d", published, n)
+	}
 	for name, want := range map[string]float64{
 		"tickcast_subscriber_messages_total":                   published,
 		"tickcast_publisher_messages_total":                    published,
@@ -133,9 +86,9 @@ func TestMetricsWhileRunning(t *testing.T) {
 			t.Errorf("sum of %s = %v, want %v", name, s, want)
 		}
 	}
-	// Definitions were published before, quotes and trades in the loop.
+	// The synthetic source defines every instrument before its first quote.
 	if got["tickcast_publisher_messages_in_total{source=synthetic,type=quote}"] == 0 ||
-		got["tickcast_publisher_messages_in_total{source=synthetic,type=definition}"] != benchInstruments {
+		got["tickcast_publisher_messages_in_total{source=synthetic,type=definition}"] != testInstruments {
 		t.Errorf("messages in by type: %v", got)
 	}
 	for _, want := range []string{
@@ -162,9 +115,10 @@ func TestMetricsWhileRunning(t *testing.T) {
 
 // TestMetricsLint runs Prometheus's metric linter over every collector.
 func TestMetricsLint(t *testing.T) {
-	shortStatsInterval(t)
 	lat, pm := NewLatencyMetrics(), NewPublisherMetrics()
-	f := newObservedBenchFeed(t, true, pm, lat)
+	f := newTestFeed(t, pm, lat)
+	f.publish(t, 1000)
+	f.settle(t)
 	for name, c := range map[string]prometheus.Collector{"subscriber": NewSubscriberCollector(f.sub),
 		"publisher": NewPublisherCollector(f.pub, "synthetic"), "latency": lat, "publisher histograms": pm} {
 		problems, err := testutil.CollectAndLint(c)
@@ -177,30 +131,37 @@ func TestMetricsLint(t *testing.T) {
 	}
 }
 
-// TestPublishPollAllocsWithMetrics is TestPublishPollAllocs with the latency
-// and packet observers set and the counters published on every poll: the
-// metrics add no allocation per message.
-func TestPublishPollAllocsWithMetrics(t *testing.T) {
-	shortStatsInterval(t)
-	f := newObservedBenchFeed(t, true, NewPublisherMetrics(), NewLatencyMetrics())
-	checkPublishPollAllocs(t, f)
+// TestObserversNoAllocs checks that the observers' per-message and
+// per-packet methods allocate nothing: they run on the hot paths.
+func TestObserversNoAllocs(t *testing.T) {
+	lat, pm := NewLatencyMetrics(), NewPublisherMetrics()
+	now := tickcast.Now()
+	testenv.NoAllocs(t, "LatencyMetrics.Released", 5, 1000, func() {
+		for i := range int64(1000) {
+			lat.Released(int(i&3), now-20000-i, now-5000, now)
+		}
+	})
+	testenv.NoAllocs(t, "LatencyMetrics.Recovered+Flush", 5, 1, func() {
+		lat.Recovered(0, time.Millisecond)
+		lat.Flush()
+	})
+	testenv.NoAllocs(t, "PublisherMetrics.Flushed+Packet", 5, 1000, func() {
+		for i := range int64(1000) {
+			pm.Flushed(int(i&3), i*1000)
+			pm.Packet(int(i&3), int(i&31))
+		}
+	})
 }
 
-func TestChannelCountsEvents(t *testing.T) {
-	var c channelCounts
-	c.event(&seqgap.Event{Kind: seqgap.EventLost, Reason: seqgap.LossTimeout, Range: seqgap.Range{From: 5, To: 9}})
-	c.event(&seqgap.Event{Kind: seqgap.EventLost, Reason: seqgap.LossWindowFull, Range: seqgap.Range{From: 20, To: 20}})
-	c.event(&seqgap.Event{Kind: seqgap.EventStale})
-	if c.lost[seqgap.LossTimeout] != 5 || c.lost[seqgap.LossWindowFull] != 1 || !c.stale {
-		t.Fatalf("%+v", c)
+// TestLossReasonNames checks that every loss reason has a name for the
+// reason label.
+func TestLossReasonNames(t *testing.T) {
+	if len(lossReasonNames) < 2 {
+		t.Fatalf("loss reason names: %q", lossReasonNames)
 	}
-	c.event(&seqgap.Event{Kind: seqgap.EventFresh})
-	if c.stale {
-		t.Fatal("still stale after fresh")
-	}
-	for r := 1; r < lossReasons; r++ {
-		if strings.HasPrefix(lossReasonNames[r], "reason(") {
-			t.Errorf("loss reason %d has no name", r)
+	for r := 1; r < len(lossReasonNames); r++ {
+		if n := lossReasonNames[r]; n == "" || strings.HasPrefix(n, "reason(") {
+			t.Errorf("loss reason %d has no name: %q", r, n)
 		}
 	}
 }
@@ -244,7 +205,7 @@ func TestLatencyHistMatchesPrometheus(t *testing.T) {
 // (the clock is read once per packet, not here).
 func BenchmarkLatencyObserve(b *testing.B) {
 	m := NewLatencyMetrics()
-	now := Now()
+	now := tickcast.Now()
 	b.ReportAllocs()
 	i := int64(0)
 	for b.Loop() {

@@ -1,34 +1,35 @@
-package recovery
+package tickprom
 
 import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tickcast/tickcast/recovery"
 )
 
 // errorCodes are the reason label values of rejected requests, each
 // exported at 0 until counted.
-var errorCodes = []ErrorCode{CodeBadRequest, CodeUnknownSession, CodeTooOld, CodeNotYet, CodeTooMany,
-	CodeRateLimited, CodeUnknownChannel}
+var errorCodes = []recovery.ErrorCode{recovery.CodeBadRequest, recovery.CodeUnknownSession, recovery.CodeTooOld,
+	recovery.CodeNotYet, recovery.CodeTooMany, recovery.CodeRateLimited, recovery.CodeUnknownChannel}
 
-type serverCollector struct {
-	srv    *Server
-	stores []*Channel
+type recoveryServerCollector struct {
+	srv    *recovery.Server
+	stores []*recovery.Channel
 
 	requests, served, rejected, snapshots, snapMsgs, live, liveErrs, liveSkipped, liveDropped,
 	storeMsgs, storeBytes, oldest, next *prometheus.Desc
 }
 
-// NewServerCollector returns a Prometheus collector of the recovery
+// NewRecoveryServerCollector returns a Prometheus collector of the recovery
 // server's counters (tickcast_recovery_*) and of the channels' stores
 // (depth and retained sequence range, per channel; stores[ch] is channel
 // ch's, nil entries are skipped). Both are read at scrape time under their
 // own locks.
-func NewServerCollector(srv *Server, stores []*Channel) prometheus.Collector {
+func NewRecoveryServerCollector(srv *recovery.Server, stores []*recovery.Channel) prometheus.Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("tickcast_recovery_"+name, help, labels, nil)
 	}
-	return &serverCollector{srv: srv, stores: stores,
+	return &recoveryServerCollector{srv: srv, stores: stores,
 		requests:    d("requests_total", "Retransmit requests received."),
 		served:      d("messages_served_total", "Messages sent in retransmit replies."),
 		rejected:    d("rejected_total", "Retransmit and snapshot requests answered with an error, by reason.", "reason"),
@@ -46,7 +47,7 @@ func NewServerCollector(srv *Server, stores []*Channel) prometheus.Collector {
 }
 
 // Describe implements prometheus.Collector.
-func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *recoveryServerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.served, c.rejected, c.snapshots, c.snapMsgs, c.live,
 		c.liveErrs, c.liveSkipped, c.liveDropped, c.storeMsgs, c.storeBytes, c.oldest, c.next} {
 		ch <- d
@@ -54,7 +55,7 @@ func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *recoveryServerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
