@@ -450,68 +450,86 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 		released += s.releasedTotal() - before
 	}
 	for _, sc := range s.chans {
-		before := sc.tracker.Released()
-		tried := 0 // lines filled empty in this Poll, as bits: each is tried once
-		for sc.tracker.Released()-before < uint64(max) {
-			// Take the packet with the lowest sequence among the lines'
-			// heads: the other line's copy of a packet lost on one line is
-			// then usually taken before the gap is even seen.
-			best, bestSeq := -1, uint64(0)
-			for li, r := range sc.lines {
-				slot := r.Peek(0)
-				if slot == nil && sc.fill != nil && sc.fill[li] != nil && tried&(1<<li) == 0 {
-					// No receive loop: this goroutine receives. A line
-					// that comes back empty is not asked again in this
-					// Poll (in DirectSpin each ask is a system call).
-					if sc.fill[li].Fill() == 0 {
-						tried |= 1 << li
-					}
-					slot = r.Peek(0)
-				}
-				if slot == nil {
-					continue
-				}
-				hdr, err := mold.DecodeHeader(slot.Data())
-				seq := hdr.Seq
-				if err != nil {
-					seq = 0 // malformed packets first: they go nowhere
-				}
-				if best < 0 || seq < bestSeq {
-					best, bestSeq = li, seq
-				}
-			}
-			if best < 0 {
-				break
-			}
-			r := sc.lines[best]
-			slot := r.Peek(0)
-			if hdr, err := mold.DecodeHeader(slot.Data()); err == nil && sc.tracker.MustWait(hdr.Session, hdr.Seq, hdr.Messages()) {
-				// A late join waits for its snapshot and the window is
-				// full: let the snapshot in if it came, else leave the
-				// packet queued (ring, then socket buffer) rather than
-				// declare the join's prefix lost.
-				if s.cfg.Recovery != nil {
-					s.cfg.Recovery.Drain(s.apply)
-				}
-				if sc.tracker.MustWait(hdr.Session, hdr.Seq, hdr.Messages()) {
-					break
-				}
-			}
-			s.packet(sc, best, slot, now)
-			r.Release(1)
-		}
-		if s.cfg.Observer != nil {
-			s.relNs = time.Now().UnixNano() // releases by Tick (wall clock, as sendNs)
-		}
-		sc.tracker.Tick(now, sc)
-		s.sendRequests(sc)
-		released += sc.tracker.Released() - before
+		released += s.pollChannel(sc, max, now)
 	}
 	if now >= s.snap.due {
 		s.publishStats(now)
 	}
 	s.h = nil
 	return int(released)
+}
+
+// pollChannel takes up to about max messages of one channel from its
+// lines' rings, runs the tracker's deadlines and sends its requests. It
+// returns the messages released.
+func (s *Subscriber) pollChannel(sc *subChannel, max int, now int64) uint64 {
+	before := sc.tracker.Released()
+	tried := 0 // lines filled empty in this Poll, as bits: each is tried once
+	for sc.tracker.Released()-before < uint64(max) {
+		best := sc.nextLine(&tried)
+		if best < 0 {
+			break
+		}
+		r := sc.lines[best]
+		slot := r.Peek(0)
+		if s.mustWait(sc, slot) {
+			break
+		}
+		s.packet(sc, best, slot, now)
+		r.Release(1)
+	}
+	if s.cfg.Observer != nil {
+		s.relNs = time.Now().UnixNano() // releases by Tick (wall clock, as sendNs)
+	}
+	sc.tracker.Tick(now, sc)
+	s.sendRequests(sc)
+	return sc.tracker.Released() - before
+}
+
+// nextLine returns the line whose head packet has the lowest sequence, or
+// -1 when every line is empty: the other line's copy of a packet lost on
+// one line is then usually taken before the gap is even seen. A line
+// without a receive loop is filled here, and one that comes back empty is
+// marked in tried and not asked again in this Poll (in DirectSpin each ask
+// is a system call).
+func (sc *subChannel) nextLine(tried *int) int {
+	best, bestSeq := -1, uint64(0)
+	for li, r := range sc.lines {
+		slot := r.Peek(0)
+		if slot == nil && sc.fill != nil && sc.fill[li] != nil && *tried&(1<<li) == 0 {
+			if sc.fill[li].Fill() == 0 {
+				*tried |= 1 << li
+			}
+			slot = r.Peek(0)
+		}
+		if slot == nil {
+			continue
+		}
+		hdr, err := mold.DecodeHeader(slot.Data())
+		seq := hdr.Seq
+		if err != nil {
+			seq = 0 // malformed packets first: they go nowhere
+		}
+		if best < 0 || seq < bestSeq {
+			best, bestSeq = li, seq
+		}
+	}
+	return best
+}
+
+// mustWait reports whether slot's packet must stay queued: a late join
+// waits for its snapshot and the window is full. It lets the snapshot in
+// first if it came; a packet left queued waits in the ring, then the
+// socket buffer, rather than the join's prefix being declared lost.
+func (s *Subscriber) mustWait(sc *subChannel, slot *ud.Slot) bool {
+	hdr, err := mold.DecodeHeader(slot.Data())
+	if err != nil || !sc.tracker.MustWait(hdr.Session, hdr.Seq, hdr.Messages()) {
+		return false
+	}
+	if s.cfg.Recovery != nil {
+		s.cfg.Recovery.Drain(s.apply)
+	}
+	return sc.tracker.MustWait(hdr.Session, hdr.Seq, hdr.Messages())
 }
 
 func (s *Subscriber) packet(sc *subChannel, line int, slot *ud.Slot, now int64) {
