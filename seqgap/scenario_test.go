@@ -65,6 +65,7 @@ type model struct {
 	released uint64                           // Release calls
 	fromRec  uint64                           // ... of messages from recovery
 	lost     uint64                           // messages in EventLost ranges
+	requests uint64                           // requests taken from the outbox
 }
 
 // feed records a data packet of count messages from seq on line (or
@@ -115,6 +116,7 @@ func (m *model) check(t *testing.T, where string, st Stats) {
 		{"dup-packets (live packets with nothing new)", st.DuplicatePackets, m.dupPkts},
 		{"wins on A", st.WinsPerLine[0], m.wins[0]},
 		{"wins on B", st.WinsPerLine[1], m.wins[1]},
+		{"requests + probes (requests taken from the outbox)", st.Requests + st.Probes, m.requests},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: stats %s = %d, the scenario says %d", where, c.name, c.got, c.want)
@@ -188,6 +190,7 @@ func (s *scenario) requests() {
 		return
 	}
 	for _, r := range s.tr.Requests() {
+		s.m.requests++
 		str := fmt.Sprintf("request %s", r.Range)
 		if r.Snapshot {
 			str += " snapshot"
