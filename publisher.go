@@ -70,15 +70,9 @@ var publisherCheck = config.Checker{Pkg: "tickcast", Struct: "PublisherConfig"}
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c PublisherConfig) withDefaults() PublisherConfig {
-	if c.MaxDelay == 0 {
-		c.MaxDelay = DefaultMaxDelay
-	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = DefaultHeartbeat
-	}
-	if c.SendBatch == 0 {
-		c.SendBatch = DefaultSendBatch
-	}
+	config.Default(&c.MaxDelay, DefaultMaxDelay)
+	config.Default(&c.Heartbeat, DefaultHeartbeat)
+	config.Default(&c.SendBatch, DefaultSendBatch)
 	return c
 }
 

@@ -73,3 +73,13 @@ func (c Checker) Channels(field string, n int) error {
 	}
 	return nil
 }
+
+// Default sets *v to d if *v is its type's zero value: the step each
+// withDefaults method takes for a field whose zero value selects its
+// default.
+func Default[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}

@@ -36,3 +36,14 @@ func TestChannels(t *testing.T) {
 		}
 	}
 }
+
+func TestDefault(t *testing.T) {
+	n, m := 0, 7
+	Default(&n, 5)
+	Default(&m, 5)
+	s := ""
+	Default(&s, "tickcast")
+	if n != 5 || m != 7 || s != "tickcast" {
+		t.Errorf("Default: zero int became %d (want 5), 7 became %d, empty string became %q", n, m, s)
+	}
+}

@@ -146,49 +146,28 @@ const errNoSource = "a feed handler needs a source"
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.Channels, DefaultChannels)
-	def(&c.SendBatch, DefaultSendBatch)
-	def(&c.StoreMessages, DefaultStoreMessages)
-	def(&c.StoreBytes, DefaultStoreBytes)
-	def(&c.MaxRetransmit, DefaultMaxRetransmit)
-	if c.SourceName == "" {
-		c.SourceName = "synthetic"
-	}
+	config.Default(&c.Channels, DefaultChannels)
+	config.Default(&c.SendBatch, DefaultSendBatch)
+	config.Default(&c.StoreMessages, DefaultStoreMessages)
+	config.Default(&c.StoreBytes, DefaultStoreBytes)
+	config.Default(&c.MaxRetransmit, DefaultMaxRetransmit)
+	config.Default(&c.SourceName, "synthetic")
 	if !c.GroupA.IsValid() {
 		c.GroupA = DefaultGroupA
 	}
 	if !c.Interface.IsValid() {
 		c.Interface = DefaultInterface
 	}
-	if c.Transport == "" {
-		c.Transport = "udp"
-	}
+	config.Default(&c.Transport, "udp")
 	if c.MaxDatagram == 0 && c.Transport == "udp" {
 		c.MaxDatagram = DefaultMaxDatagram
 	}
-	if c.MaxDelay == 0 {
-		c.MaxDelay = DefaultMaxDelay
-	}
-	if c.PaceSpin == 0 {
-		c.PaceSpin = pace.DefaultSpin
-	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = DefaultHeartbeat
-	}
-	if c.FeedName == "" {
-		c.FeedName = recovery.DefaultFeed
-	}
-	if c.NATSListen == "" {
-		c.NATSListen = DefaultNATSListen
-	}
-	if c.RateLimit == 0 {
-		c.RateLimit = DefaultRateLimit
-	}
+	config.Default(&c.MaxDelay, DefaultMaxDelay)
+	config.Default(&c.PaceSpin, pace.DefaultSpin)
+	config.Default(&c.Heartbeat, DefaultHeartbeat)
+	config.Default(&c.FeedName, recovery.DefaultFeed)
+	config.Default(&c.NATSListen, DefaultNATSListen)
+	config.Default(&c.RateLimit, DefaultRateLimit)
 	return c
 }
 

@@ -61,24 +61,12 @@ var clientCheck = config.Checker{Pkg: "recovery", Struct: "ClientConfig"}
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c ClientConfig) withDefaults() ClientConfig {
-	if c.Feed == "" {
-		c.Feed = DefaultFeed
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.MaxInflight == 0 {
-		c.MaxInflight = DefaultMaxInflight
-	}
-	if c.QueueLen == 0 {
-		c.QueueLen = DefaultQueueLen
-	}
-	if c.MaxPerRequest == 0 {
-		c.MaxPerRequest = DefaultMaxPerRequest
-	}
-	if c.SnapshotAbove == 0 {
-		c.SnapshotAbove = DefaultSnapshotAbove
-	}
+	config.Default(&c.Feed, DefaultFeed)
+	config.Default(&c.Timeout, DefaultTimeout)
+	config.Default(&c.MaxInflight, DefaultMaxInflight)
+	config.Default(&c.QueueLen, DefaultQueueLen)
+	config.Default(&c.MaxPerRequest, DefaultMaxPerRequest)
+	config.Default(&c.SnapshotAbove, DefaultSnapshotAbove)
 	return c
 }
 

@@ -61,18 +61,10 @@ var serverCheck = config.Checker{Pkg: "recovery", Struct: "ServerConfig"}
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c ServerConfig) withDefaults() ServerConfig {
-	if c.Feed == "" {
-		c.Feed = DefaultFeed
-	}
-	if c.MaxRetransmit == 0 {
-		c.MaxRetransmit = DefaultMaxRetransmit
-	}
-	if c.RateLimit == 0 {
-		c.RateLimit = DefaultRateLimit
-	}
-	if c.LiveQueue == 0 {
-		c.LiveQueue = DefaultLiveQueue
-	}
+	config.Default(&c.Feed, DefaultFeed)
+	config.Default(&c.MaxRetransmit, DefaultMaxRetransmit)
+	config.Default(&c.RateLimit, DefaultRateLimit)
+	config.Default(&c.LiveQueue, DefaultLiveQueue)
 	return c
 }
 

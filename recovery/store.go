@@ -38,12 +38,8 @@ var storeCheck = config.Checker{Pkg: "recovery", Struct: "StoreConfig"}
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c StoreConfig) withDefaults() StoreConfig {
-	if c.MaxMessages == 0 {
-		c.MaxMessages = DefaultMaxMessages
-	}
-	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultMaxBytes
-	}
+	config.Default(&c.MaxMessages, DefaultMaxMessages)
+	config.Default(&c.MaxBytes, DefaultMaxBytes)
 	return c
 }
 

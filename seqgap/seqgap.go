@@ -83,24 +83,12 @@ var check = config.Checker{Pkg: "seqgap", Struct: "Config"}
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
-	if c.SlotSize == 0 {
-		c.SlotSize = DefaultSlotSize
-	}
-	if c.GapDelay == 0 {
-		c.GapDelay = DefaultGapDelay
-	}
-	if c.LostAfter == 0 {
-		c.LostAfter = DefaultLostAfter
-	}
-	if c.MaxGaps == 0 {
-		c.MaxGaps = DefaultMaxGaps
-	}
-	if c.StaleAfter == 0 {
-		c.StaleAfter = DefaultStaleAfter
-	}
+	config.Default(&c.Window, DefaultWindow)
+	config.Default(&c.SlotSize, DefaultSlotSize)
+	config.Default(&c.GapDelay, DefaultGapDelay)
+	config.Default(&c.LostAfter, DefaultLostAfter)
+	config.Default(&c.MaxGaps, DefaultMaxGaps)
+	config.Default(&c.StaleAfter, DefaultStaleAfter)
 	return c
 }
 

@@ -52,9 +52,7 @@ var configCheck = config.Checker{Pkg: "itch", Struct: "Config"}
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.OrderCapacity == 0 {
-		c.OrderCapacity = DefaultOrderCapacity
-	}
+	config.Default(&c.OrderCapacity, DefaultOrderCapacity)
 	if c.Clock == nil {
 		c.Clock = func() int64 { return time.Now().UnixNano() }
 	}

@@ -66,9 +66,7 @@ var check = config.Checker{Pkg: "faults", Struct: "Config"}
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.BurstLen == 0 {
-		c.BurstLen = DefaultBurstLen
-	}
+	config.Default(&c.BurstLen, DefaultBurstLen)
 	return c
 }
 

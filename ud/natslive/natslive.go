@@ -90,21 +90,11 @@ type Config struct {
 
 // withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.RingSlots == 0 {
-		c.RingSlots = DefaultRingSlots
-	}
-	if c.MaxDatagram == 0 {
-		c.MaxDatagram = DefaultMaxDatagram
-	}
-	if c.PendingMsgs == 0 {
-		c.PendingMsgs = DefaultPendingMsgs
-	}
-	if c.PendingBytes == 0 {
-		c.PendingBytes = DefaultPendingBytes
-	}
-	if c.FlushTimeout == 0 {
-		c.FlushTimeout = DefaultFlushTimeout
-	}
+	config.Default(&c.RingSlots, DefaultRingSlots)
+	config.Default(&c.MaxDatagram, DefaultMaxDatagram)
+	config.Default(&c.PendingMsgs, DefaultPendingMsgs)
+	config.Default(&c.PendingBytes, DefaultPendingBytes)
+	config.Default(&c.FlushTimeout, DefaultFlushTimeout)
 	return c
 }
 

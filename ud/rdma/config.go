@@ -110,24 +110,14 @@ var check = config.Checker{Pkg: "rdma", Struct: "Config"}
 
 // withDefaults returns c with zero fields replaced by their defaults.
 func (c Config) withDefaults() Config {
-	if c.RingSlots == 0 {
-		c.RingSlots = DefaultRingSlots
-	}
-	if c.Batch == 0 {
-		c.Batch = DefaultBatch
-	}
-	if c.SendSlots == 0 {
-		c.SendSlots = DefaultSendSlots
-	}
+	config.Default(&c.RingSlots, DefaultRingSlots)
+	config.Default(&c.Batch, DefaultBatch)
+	config.Default(&c.SendSlots, DefaultSendSlots)
 	if c.SendSlots < 2*c.Batch {
 		c.SendSlots = 2 * c.Batch
 	}
-	if c.MaxInline == 0 {
-		c.MaxInline = DefaultMaxInline
-	}
-	if c.JoinTimeout == 0 {
-		c.JoinTimeout = DefaultJoinTimeout
-	}
+	config.Default(&c.MaxInline, DefaultMaxInline)
+	config.Default(&c.JoinTimeout, DefaultJoinTimeout)
 	return c
 }
 

@@ -116,15 +116,9 @@ func (c Config) withDefaults() Config {
 	if !c.Interface.IsValid() {
 		c.Interface = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	}
-	if c.Batch == 0 {
-		c.Batch = DefaultBatch
-	}
-	if c.RingSlots == 0 {
-		c.RingSlots = DefaultRingSlots
-	}
-	if c.MaxDatagram == 0 {
-		c.MaxDatagram = DefaultMaxDatagram
-	}
+	config.Default(&c.Batch, DefaultBatch)
+	config.Default(&c.RingSlots, DefaultRingSlots)
+	config.Default(&c.MaxDatagram, DefaultMaxDatagram)
 	return c
 }
 
