@@ -38,7 +38,7 @@ func TestEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	var logs testenv.SyncBuffer // written by NATS callbacks too
 	h, err := New(Config{
 		Source: syn, Channels: channels, GroupA: group, Rate: 50000,
 		NATSListen: "127.0.0.1:0", Linger: 200 * time.Millisecond,

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/tickcast/tickcast/ud"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -17,6 +16,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tickcast/tickcast/internal/testenv"
+	"github.com/tickcast/tickcast/ud"
 )
 
 // Paths of the binaries TestMain builds.
@@ -56,27 +58,9 @@ func groups(t *testing.T) (a, b string, port int) {
 	return fmt.Sprintf("239.77.%d.%d:%d", x, y, port), fmt.Sprintf("239.78.%d.%d:%d", x, y, port), port
 }
 
-// syncBuffer is a bytes.Buffer that the process's output copier writes
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// Bytes returns a copy of the contents.
-func (s *syncBuffer) Bytes() []byte { return []byte(s.String()) }
+// syncBuffer is a buffer that a process's output copier writes while the
+// test reads it.
+type syncBuffer = testenv.SyncBuffer
 
 // proc is a started binary whose output is captured.
 type proc struct {

@@ -425,7 +425,7 @@ func tsUints(v []uint64) []string {
 type tsCapture struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
-	stderr tsLockedBuffer
+	stderr syncBuffer
 
 	mu      sync.Mutex
 	partial []byte
@@ -548,24 +548,6 @@ func (c *tsCapture) kill() {
 	case <-c.done:
 	case <-time.After(5 * time.Second):
 	}
-}
-
-// tsLockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type tsLockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *tsLockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *tsLockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // tsPacket is one captured packet as tshark's dissectors see it.
