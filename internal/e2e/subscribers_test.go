@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tickcast/tickcast/internal/testenv"
+	"gopkg.in/yaml.v3"
 )
 
 // The subscriber's default metrics address and the range of ports it moves
@@ -56,26 +57,27 @@ func TestSubscribersDefaultMetrics(t *testing.T) {
 		t.Fatalf("only %d free ports in %d..%d: %v", len(want), subscriberMetricsFirst, subscriberMetricsLast, want)
 	}
 
+	// Prometheus first, so that it discovers files written after it
+	// started, as a long-running one does. It runs the shipped
+	// configuration's file_sd stanza of the subscriber job, its paths
+	// relative to the configuration file as in deploy/prometheus.
+	sd := shippedFileSD(t)
 	dir := t.TempDir()
-	sdDir := filepath.Join(dir, "targets")
-	if err := os.Mkdir(sdDir, 0o755); err != nil {
+	sdDir := filepath.Join(dir, filepath.Dir(sd[0]["files"].([]any)[0].(string)))
+	if err := os.MkdirAll(sdDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-
-	// Prometheus first, so that it discovers files written after it
-	// started, as a long-running one does.
-	cfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-scrape_configs:
-  - job_name: subscriber
-    file_sd_configs:
-      - files: [%q]
-`, filepath.Join(sdDir, "*.json"))
+	cfg, err := yaml.Marshal(map[string]any{
+		"global":         map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s"},
+		"scrape_configs": []any{map[string]any{"job_name": "subscriber", "file_sd_configs": sd}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfgFile := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(cfgFile, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	promAddr := freeAddr(t)
@@ -157,6 +159,38 @@ scrape_configs:
 		t.Errorf("after the subscribers' exit %s still holds %v", sdDir, left)
 	}
 	t.Logf("%d subscribers verified %d messages each; %v in all", nSubs, published, time.Since(began).Round(time.Millisecond))
+}
+
+// shippedFileSD returns the file_sd_configs of the subscriber job of the
+// shipped Prometheus configuration, failing the test unless there is one
+// whose first pattern is a relative path.
+func shippedFileSD(t *testing.T) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile("../../deploy/prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		ScrapeConfigs []struct {
+			JobName string           `yaml:"job_name"`
+			FileSD  []map[string]any `yaml:"file_sd_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range c.ScrapeConfigs {
+		if sc.JobName != "subscriber" || len(sc.FileSD) == 0 {
+			continue
+		}
+		if files, _ := sc.FileSD[0]["files"].([]any); len(files) > 0 {
+			if p, _ := files[0].(string); p != "" && !filepath.IsAbs(p) {
+				return sc.FileSD
+			}
+		}
+	}
+	t.Fatalf("deploy/prometheus/prometheus.yml: job subscriber has no file_sd_configs with a relative path:\n%s", b)
+	return nil
 }
 
 // loggedMetricsAddr returns the address a program logged that it serves
