@@ -73,7 +73,7 @@ type Settings struct {
 	MetricsAddr string `flag:"metrics-addr" default:"127.0.0.1:9465" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port); left at this default, a port in use moves on to the next free one of 9465..9564, so several subscribers run on one host; an address given explicitly must be free"`
 	LatencyOut  string `flag:"latency-out" default:"" help:"at exit, write the send-to-release latency histogram to this file as an HdrHistogram percentile distribution (.hgrm, microseconds)"`
 
-	// Several subscribers per host: docs/operations.md, "Metrics ports and discovery".
+	// Several subscribers per host: docs/operations.md, "Several subscribers on one host".
 	MetricsSDDir string `flag:"metrics-sd-dir" default:"" help:"register the metrics address for Prometheus's file-based service discovery (file_sd_configs): write DIR/subscriber-HOST-PORT.json, an existing directory, and remove it at exit (empty: no file)"`
 
 	// Fault injection: a test facility (package ud/faults), off unless set.
