@@ -116,7 +116,13 @@ func start(t *testing.T, ctx context.Context, bin string, args ...string) *proc 
 	case subscriberBin:
 		pre = []string{"--nats-url", "nats://" + natsAddr(t), "--metrics-addr", "127.0.0.1:0"}
 	}
-	args = append(pre, args...)
+	return launch(t, ctx, bin, append(pre, args...)...)
+}
+
+// launch runs bin with exactly args (no NATS address or metrics address
+// put first, so that the program's defaults apply).
+func launch(t *testing.T, ctx context.Context, bin string, args ...string) *proc {
+	t.Helper()
 	p := &proc{cmd: exec.CommandContext(ctx, bin, args...), done: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.Env = append(os.Environ(), "TICKCAST_LOG_FORMAT=json")

@@ -1,15 +1,22 @@
 // Package metricsrv serves a program's Prometheus metrics over HTTP at
 // /metrics (the --metrics-addr setting of both binaries), from a registry of
-// the program's own, with the Go runtime and process collectors.
+// the program's own, with the Go runtime and process collectors. A program
+// left at its default address can fall back to the next free port
+// (StartDefault), and a server can register itself for Prometheus's
+// file-based service discovery (Server.Register).
 package metricsrv
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,14 +50,24 @@ type Server struct {
 	ln       net.Listener
 	srv      *http.Server
 	done     chan struct{}
+	sdFile   string // the service discovery file Register wrote, which Close removes
 }
 
 // Start listens on addr and serves Registry at /metrics on its own
 // goroutine; with addr empty it only makes the registry. A listen error
-// (address in use, a host that is not local) is returned: the caller
-// reports it and exits, rather than running without the metrics it was
-// asked for.
+// (address in use, a host that is not local) is returned, naming
+// --metrics-addr: the caller reports it and exits, rather than running
+// without the metrics it was asked for.
 func Start(addr string, log zerolog.Logger) (*Server, error) {
+	return StartDefault(addr, 1, log)
+}
+
+// StartDefault is Start for a program left at its default address: when
+// addr's port is in use it tries the ports after it, ports in all (addr's
+// included), serves on the first free one and logs which one it took. Only
+// an address in use moves it on; any other listen error, or every port of
+// the range in use, is returned. With ports 1 it is Start.
+func StartDefault(addr string, ports int, log zerolog.Logger) (*Server, error) {
 	if err := CheckAddr(addr); err != nil {
 		return nil, err
 	}
@@ -60,9 +77,13 @@ func Start(addr string, log zerolog.Logger) (*Server, error) {
 	if addr == "" {
 		return s, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(addr, ports)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return nil, err
+	}
+	if got := ln.Addr().String(); got != addr && ports > 1 {
+		log.Warn().Str("addr", got).Str("default", addr).
+			Msg("default metrics port in use (another program serves there): serving on the next free port")
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -85,6 +106,32 @@ func Start(addr string, log zerolog.Logger) (*Server, error) {
 	return s, nil
 }
 
+// listen listens on addr, or, while the port is in use, on the ports after
+// it, ports in all. Its errors name --metrics-addr.
+func listen(addr string, ports int) (net.Listener, error) {
+	host, portText, _ := net.SplitHostPort(addr) // CheckAddr checked it
+	port, _ := strconv.Atoi(portText)
+	ports = max(1, min(ports, 65536-port))
+	if port == 0 {
+		ports = 1
+	}
+	for i := range ports {
+		a := net.JoinHostPort(host, strconv.Itoa(port+i))
+		ln, err := net.Listen("tcp", a)
+		if err == nil {
+			return ln, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("metrics: --metrics-addr %s: %w", addr, err)
+		}
+		if ports == 1 {
+			return nil, fmt.Errorf("metrics: --metrics-addr %s: %w (another program serves there: set --metrics-addr to a free address; port 0 takes any free port)", addr, err)
+		}
+	}
+	return nil, fmt.Errorf("metrics: every port of %s..%d is in use (the default --metrics-addr and the %d after it): set --metrics-addr to a free address; port 0 takes any free port",
+		addr, port+ports-1, ports-1)
+}
+
 // Addr returns the address the server listens on (the free port chosen for
 // port 0), or "" when metrics are off.
 func (s *Server) Addr() string {
@@ -94,9 +141,76 @@ func (s *Server) Addr() string {
 	return s.ln.Addr().String()
 }
 
-// Close stops the server, letting a scrape in progress finish for up to a
-// second.
+// Register writes the server's target for Prometheus's file-based service
+// discovery (file_sd_configs) into dir, an existing directory, and returns
+// the file's path: PROGRAM-HOST-PORT.json, unique on the host (HOST is the
+// host name; a program that restarts on the same port replaces its file),
+// holding one target group with the labels. The target is the listen
+// address, or the host name with the port when the server listens on every
+// interface. The file is written under a temporary name (hidden, ending in
+// .tmp, which a *.json pattern does not match) and renamed into place, so
+// Prometheus never reads it half written. Close removes it.
+func (s *Server) Register(dir, program string, labels map[string]string) (string, error) {
+	if s.ln == nil {
+		return "", errors.New("metrics: service discovery needs metrics on (--metrics-addr)")
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("metrics: service discovery: %w", err)
+	}
+	host, port, _ := net.SplitHostPort(s.ln.Addr().String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = hostname
+	}
+	b, err := json.MarshalIndent([]targetGroup{{Targets: []string{net.JoinHostPort(host, port)}, Labels: labels}}, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, program+"-"+hostname+"-"+port+".json")
+	if err := writeAtomic(path, append(b, '\n')); err != nil {
+		return "", fmt.Errorf("metrics: service discovery: %w", err)
+	}
+	s.sdFile = path
+	return path, nil
+}
+
+// targetGroup is one entry of a file_sd file.
+type targetGroup struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+// writeAtomic writes b to path through a temporary file in the same
+// directory and a rename, readable by everyone (Prometheus may run as
+// another user).
+func writeAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// Close removes the service discovery file, if Register wrote one, and
+// stops the server, letting a scrape in progress finish for up to a second.
 func (s *Server) Close() {
+	if s.sdFile != "" {
+		os.Remove(s.sdFile)
+		s.sdFile = ""
+	}
 	if s.srv == nil {
 		return
 	}

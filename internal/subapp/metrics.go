@@ -2,6 +2,7 @@ package subapp
 
 import (
 	"encoding/binary"
+	"os"
 	"runtime/metrics"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/hgrm"
 	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/tickprom"
@@ -87,14 +89,59 @@ func (m *appMetrics) Recovered(ch int, latency time.Duration) { m.lat.Recovered(
 // Flush implements tickcast.Observer.
 func (m *appMetrics) Flush() { m.lat.Flush() }
 
+// defaultMetricsAddr is --metrics-addr's default. A subscriber left at it
+// serves on the first free port of metricsPorts from its port on
+// (9465..9564), so that several run on one host with their defaults.
+const (
+	defaultMetricsAddr = "127.0.0.1:9465"
+	metricsPorts       = 100
+)
+
+// checkMetrics checks --metrics-addr and --metrics-sd-dir. Its errors are
+// *cliconf.Error.
+func (s *Settings) checkMetrics() error {
+	if err := metricsrv.CheckAddr(s.MetricsAddr); err != nil {
+		return cliconf.Invalid("metrics-addr", "%v", err)
+	}
+	if s.MetricsSDDir == "" {
+		return nil
+	}
+	if s.MetricsAddr == "" {
+		return cliconf.Invalid("metrics-sd-dir", "%q: service discovery needs metrics on (--metrics-addr is empty)", s.MetricsSDDir)
+	}
+	if fi, err := os.Stat(s.MetricsSDDir); err != nil || !fi.IsDir() {
+		return cliconf.Invalid("metrics-sd-dir", "%q is not an existing directory", s.MetricsSDDir)
+	}
+	return nil
+}
+
+// metricsPortsToTry is how many ports, from --metrics-addr's on, the
+// subscriber may try: the range when the address is the default and was not
+// given explicitly, else that one port.
+func (s *Settings) metricsPortsToTry() int {
+	if _, set := s.Origins["metrics-addr"]; set || s.MetricsAddr != defaultMetricsAddr {
+		return 1
+	}
+	return metricsPorts
+}
+
 // serve registers sub's collectors and the latency histograms and serves
-// them on addr (nothing is served when addr is empty).
-func (m *appMetrics) serve(addr string, sub *tickcast.Subscriber, log zerolog.Logger) error {
-	srv, err := metricsrv.Start(addr, log)
+// them on --metrics-addr (nothing is served when it is empty), registering
+// the address in --metrics-sd-dir if set.
+func (m *appMetrics) serve(s *Settings, sub *tickcast.Subscriber, log zerolog.Logger) error {
+	srv, err := metricsrv.StartDefault(s.MetricsAddr, s.metricsPortsToTry(), log)
 	if err != nil {
 		return err
 	}
 	srv.Registry.MustRegister(tickprom.NewSubscriberCollector(sub), m.lat)
+	if s.MetricsSDDir != "" {
+		path, err := srv.Register(s.MetricsSDDir, "subscriber", map[string]string{"feed": s.FeedName})
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		log.Info().Str("file", path).Str("addr", srv.Addr()).Msg("registered for Prometheus file-based service discovery")
+	}
 	m.srv = srv
 	return nil
 }

@@ -27,7 +27,6 @@ import (
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/feed/verify"
 	"github.com/tickcast/tickcast/internal/cliconf"
-	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
@@ -71,8 +70,11 @@ type Settings struct {
 	natsconn.Flags
 	LogFormat   string `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
 	LogLevel    string `flag:"log-level" default:"info" help:"debug, info, warn or error"`
-	MetricsAddr string `flag:"metrics-addr" default:"127.0.0.1:9465" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port)"`
+	MetricsAddr string `flag:"metrics-addr" default:"127.0.0.1:9465" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port); left at this default, a port in use moves on to the next free one of 9465..9564, so several subscribers run on one host; an address given explicitly must be free"`
 	LatencyOut  string `flag:"latency-out" default:"" help:"at exit, write the send-to-release latency histogram to this file as an HdrHistogram percentile distribution (.hgrm, microseconds)"`
+
+	// Several subscribers per host: docs/operations.md, "Several subscribers on one host".
+	MetricsSDDir string `flag:"metrics-sd-dir" default:"" help:"register the metrics address for Prometheus's file-based service discovery (file_sd_configs): write DIR/subscriber-HOST-PORT.json, an existing directory, and remove it at exit (empty: no file)"`
 
 	// Fault injection: a test facility (package ud/faults), off unless set.
 	InjectLoss     float64 `flag:"inject-loss" help:"test facility: drop each received datagram with this probability (0..1), on every line, before the subscriber sees it"`
@@ -82,6 +84,8 @@ type Settings struct {
 	InjectReorder  float64 `flag:"inject-reorder" help:"test facility: swap each received datagram with the next one with this probability (0..1), when the next has already arrived"`
 	SilenceLine    string  `flag:"silence-line" help:"test facility: drop every datagram of one line on every joined channel: LINE[:AFTER[+FOR]], LINE is A or B; AFTER and FOR are durations from the line's first datagram: A = all of line A, B:1s = line B from 1s on, B:1s+2s = line B from 1s for 2s, A:+3s = the first 3s of line A"`
 	InjectSeed     uint64  `flag:"inject-seed" default:"1" help:"test facility: seed of the injected faults (each channel and line derives its own from it)"`
+
+	Origins cliconf.Origins // filled by cliconf.Load: the settings given explicitly (an explicit --metrics-addr never moves to another port)
 }
 
 // App is one subscriber run.
@@ -127,7 +131,7 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		a.closeRecovery()
 		return nil, err
 	}
-	if err := a.met.serve(s.MetricsAddr, a.sub, log); err != nil {
+	if err := a.met.serve(&s, a.sub, log); err != nil {
 		a.sub.Close()
 		a.closeRecovery()
 		return nil, err
@@ -174,8 +178,8 @@ func (s *Settings) plan(out io.Writer) (plan, error) {
 	if p.join, err = s.joinChannels(); err != nil {
 		return p, err
 	}
-	if err := metricsrv.CheckAddr(s.MetricsAddr); err != nil {
-		return p, cliconf.Invalid("metrics-addr", "%v", err)
+	if err := s.checkMetrics(); err != nil {
+		return p, err
 	}
 	if s.Verify {
 		if p.verifier, err = verify.New(feed.SyntheticConfig{Seed: s.Seed, Instruments: s.Instruments, Channels: s.Channels}); err != nil {
