@@ -92,3 +92,13 @@ func (f *channelFilter) stream(msg []byte) bool {
 	f.filtered++
 	return false
 }
+
+// filtered returns the messages the symbol filter held back on every
+// channel (SubscriberStats.Filtered), without Stats' other work.
+func (s *Subscriber) filtered() uint64 {
+	n := uint64(0)
+	for _, sc := range s.chans {
+		n += sc.filter.filtered
+	}
+	return n
+}
