@@ -72,11 +72,26 @@ func newObservedBenchFeed(tb testing.TB, withSub bool, pubObs PublisherObserver,
 // newModeBenchFeed is newObservedBenchFeed with the subscriber in mode.
 func newModeBenchFeed(tb testing.TB, withSub bool, mode ud.Mode, pubObs PublisherObserver, subObs Observer) *benchFeed {
 	tb.Helper()
+	return newSubBenchFeed(tb, withSub, SubscriberConfig{Channels: benchChannels, Observer: subObs}, mode, pubObs)
+}
+
+// newFilterBenchFeed is newBenchFeed with a subscriber that filters every
+// channel to symbols (SubscriberConfig.Symbols).
+func newFilterBenchFeed(tb testing.TB, symbols []string) *benchFeed {
+	tb.Helper()
+	return newSubBenchFeed(tb, true, SubscriberConfig{Channels: benchChannels, Join: []int{0, 1, 2, 3}, Symbols: symbols}, udp.Blocking, nil)
+}
+
+// newSubBenchFeed is newModeBenchFeed with the subscriber's configuration
+// (its groups and receivers set here).
+func newSubBenchFeed(tb testing.TB, withSub bool, subCfg SubscriberConfig, mode ud.Mode, pubObs PublisherObserver) *benchFeed {
+	tb.Helper()
 	group := benchGroup(tb)
 	udpc := udp.Config{Mode: mode, CPU: -1}
 	f := &benchFeed{mode: mode}
 	if withSub {
-		sub, err := NewSubscriber(SubscriberConfig{Channels: benchChannels, GroupA: group, NewReceiver: udp.Receivers(udpc), Observer: subObs})
+		subCfg.GroupA, subCfg.NewReceiver = group, udp.Receivers(udpc)
+		sub, err := NewSubscriber(subCfg)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -133,13 +148,13 @@ func (f *benchFeed) publish(tb testing.TB, nowNs int64) (flushed bool) {
 	return true
 }
 
-// drain polls the subscriber until the handler has received want messages
-// in all. It spins, yielding between empty polls: under testenv.NoAllocs
+// drain polls the subscriber until it has released want messages in all,
+// to the handler or to its symbol filter. It spins, yielding between empty polls: under testenv.NoAllocs
 // GOMAXPROCS is 1 and the receive loops need the processor to deliver.
 func (f *benchFeed) drain(tb testing.TB, want uint64) {
 	deadline := time.Now().Add(10 * time.Second)
 	poll := func() int { return f.sub.Poll(&f.h, 4096) }
-	for empty := 0; f.h.messages < want; {
+	for empty := 0; f.h.messages+f.sub.filtered() < want; {
 		if poll() > 0 {
 			empty = 0
 			continue
@@ -281,7 +296,7 @@ func checkPublishPollAllocs(t *testing.T, f *benchFeed) {
 	f.drain(t, f.pub.Stats().Messages)
 	// Publish, Flush, the receive loops and Subscriber.Poll.
 	testenv.NoAllocs(t, "Publish+Flush+Poll of a message", 20, perRun, roundTrip)
-	if st := f.sub.Stats(); st.Missing != 0 || st.Messages != f.pub.Stats().Messages {
+	if st := f.sub.Stats(); st.Missing != 0 || st.Messages+st.Filtered != f.pub.Stats().Messages {
 		t.Fatalf("subscriber released %d of %d messages: %+v", st.Messages, f.pub.Stats().Messages, st)
 	}
 }

@@ -42,6 +42,9 @@ type ChannelStats struct {
 	// Messages counts the messages released to the handler by where they
 	// came from first: line A, line B, or recovery (index 2).
 	Messages [3]uint64
+	// Filtered counts the messages released in order that the symbol
+	// filter held back (SubscriberConfig.Symbols).
+	Filtered uint64
 	// Missing counts the messages declared lost, by seqgap.LossReason.
 	Missing [lossReasons]uint64
 	// Foreign and Malformed count the packets dropped on the channel's
@@ -127,6 +130,7 @@ func (s *Subscriber) publishStats(now int64) {
 		cs := &s.snap.chans[i]
 		cs.Tracker = sc.tracker.Stats()
 		cs.Messages, cs.Missing = sc.counts.messages, sc.counts.missing
+		cs.Filtered = sc.filter.filtered
 		cs.Foreign, cs.Malformed = sc.counts.foreign, sc.counts.malformed
 		cs.Stale = sc.counts.stale && !sc.tracker.Complete()
 		for l, r := range sc.lines {

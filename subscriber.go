@@ -23,8 +23,15 @@ type SubscriberConfig struct {
 	// 1..config.MaxChannels. Required.
 	Channels int
 	// Join lists the channels to receive, each in 0..Channels-1; empty
-	// means all. ChannelsOf computes the channels of chosen instruments.
+	// means all, or with Symbols the channels that carry them (ChannelsOf).
 	Join []int
+	// Symbols, if not empty, filters the joined channels to these
+	// instruments' messages: the handler gets only the messages (snapshots'
+	// included) of instruments whose last definition named one of them; the
+	// other stream messages are counted as SubscriberStats.Filtered. Gaps
+	// are requested whatever instruments they held. See docs/operations.md
+	// ("Symbol filters").
+	Symbols []string
 	// GroupA and GroupB are channel 0's A and B line groups, as the
 	// publisher's; GroupB's zero value means no B line.
 	GroupA, GroupB netip.AddrPort
@@ -58,10 +65,14 @@ type SubscriberConfig struct {
 var subscriberCheck = config.Checker{Pkg: "tickcast", Struct: "SubscriberConfig"}
 
 // withDefaults returns c with its zero fields set to their defaults: an
-// empty Join lists every channel of a valid Channels. A SubscriberConfig
+// empty Join lists the channels of Symbols, or without Symbols every
+// channel, of a valid Channels. A SubscriberConfig
 // has no default of its own beside this; Tracker's zero fields take
 // seqgap's defaults in seqgap.New.
 func (c SubscriberConfig) withDefaults() SubscriberConfig {
+	if len(c.Join) == 0 && len(c.Symbols) > 0 && c.Channels >= 1 && c.Channels <= config.MaxChannels {
+		c.Join, _ = ChannelsOf(c.Symbols, c.Channels) // nil for a bad symbol, which validate reports
+	}
 	if len(c.Join) == 0 && c.Channels >= 1 && c.Channels <= config.MaxChannels {
 		c.Join = make([]int, c.Channels)
 		for ch := range c.Join {
@@ -79,6 +90,11 @@ func (c SubscriberConfig) validate() error {
 	}
 	if c.NewReceiver == nil {
 		return bad("NewReceiver", nil, "required")
+	}
+	for _, s := range c.Symbols {
+		if _, err := feed.MakeSymbol(s); err != nil {
+			return bad("Symbols", s, "%v", err)
+		}
 	}
 	for _, ch := range c.Join {
 		if ch < 0 || ch >= c.Channels {
@@ -208,9 +224,10 @@ type Handler interface {
 type SubscriberStats struct {
 	Packets          uint64 // datagrams taken from the receive rings
 	Messages         uint64 // messages released to the handler
+	Filtered         uint64 // messages released in order that the symbol filter held back (SubscriberConfig.Symbols)
 	Gaps             uint64 // gaps detected
 	Requests         uint64 // ranges requested from recovery
-	Recovered        uint64 // messages released that came from recovery
+	Recovered        uint64 // messages released that came from recovery, Filtered ones included
 	Reordered        uint64 // messages that waited out of order in the window
 	Missing          uint64 // messages declared lost
 	LostRanges       uint64 // lost ranges reported
@@ -265,6 +282,7 @@ type subChannel struct {
 	fill    []ud.Filler // by line: receivers Poll fills itself; nil when none is
 	tracker *seqgap.Tracker
 	instSeq []uint32 // per-instrument sequence seen last, by instrument id
+	filter  channelFilter
 	counts  channelCounts
 }
 
@@ -300,6 +318,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	}
 	s := &Subscriber{cfg: cfg, notify: ud.NewNotifier(), byIdx: make([]*subChannel, cfg.Channels)}
 	s.apply = s.applyRecovered // one method value, not one per Poll
+	want := newSymbolSet(cfg.Symbols)
 	if cfg.Recovery != nil {
 		cfg.Recovery.SetNotify(s.notify.Signal)
 	}
@@ -311,7 +330,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 			s.Close()
 			return nil, fmt.Errorf("tickcast: channel %d: %w", ch, err)
 		}
-		sc := &subChannel{s: s, idx: ch, tracker: tr}
+		sc := &subChannel{s: s, idx: ch, tracker: tr, filter: newChannelFilter(want)}
 		s.chans = append(s.chans, sc)
 		s.byIdx[ch] = sc
 		lines := channelLines(cfg.GroupA, cfg.GroupB, ch)
@@ -373,7 +392,8 @@ func (s *Subscriber) Stats() SubscriberStats {
 	st := SubscriberStats{Packets: s.packets, Foreign: s.foreign, Malformed: s.malformed, SessionsEnded: s.ended, InstrumentGaps: s.instGaps, Snapshots: s.snapshots}
 	for _, sc := range s.chans {
 		ts := sc.tracker.Stats()
-		st.Messages += ts.Messages
+		st.Messages += ts.Messages - sc.filter.filtered
+		st.Filtered += sc.filter.filtered
 		st.Gaps += ts.Gaps
 		st.Requests += ts.Requests
 		st.Recovered += ts.Recovered
@@ -571,9 +591,13 @@ func (s *Subscriber) older(sc *subChannel, session mold.Session) bool {
 }
 
 // Release implements seqgap.Output: it checks the message's per-instrument
-// sequence and hands it to the handler.
+// sequence and hands it to the handler, unless the symbol filter holds it
+// back.
 func (sc *subChannel) Release(seq uint64, msg []byte, line int, recvNs int64) {
 	s := sc.s
+	if !sc.filter.stream(msg) {
+		return
+	}
 	if len(msg) >= feed.HeaderLen {
 		inst := binary.LittleEndian.Uint32(msg[4:])
 		iseq := binary.LittleEndian.Uint32(msg[8:])
@@ -661,9 +685,10 @@ func (s *Subscriber) applyRecovered(r *recovery.Result) {
 }
 
 // applySnapshot hands a channel's snapshot to the handler (EventSnapshot,
-// then each state message with sequence 0); the tracker then resumes the
-// stream after the sequence the snapshot reflects. It returns false, and
-// hands nothing over, when the snapshot cannot fill the range.
+// then each state message that passes the symbol filter, with sequence 0);
+// the tracker then resumes the stream after the sequence the snapshot
+// reflects. It returns false, and hands nothing over, when the snapshot
+// cannot fill the range.
 func (s *Subscriber) applySnapshot(sc *subChannel, r *recovery.Result) bool {
 	snap := r.Snapshot
 	if snap.Session != r.Session || snap.Seq+1 < sc.tracker.Next() {
@@ -686,7 +711,9 @@ func (s *Subscriber) applySnapshot(sc *subChannel, r *recovery.Result) bool {
 				sc.instSeq[inst] = max(sc.instSeq[inst], binary.LittleEndian.Uint32(msg[8:]))
 			}
 		}
-		s.h.Message(sc.idx, 0, msg, 0)
+		if sc.filter.pass(msg) {
+			s.h.Message(sc.idx, 0, msg, 0)
+		}
 	}
 	return true
 }

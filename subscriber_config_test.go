@@ -33,6 +33,7 @@ func TestSubscriberConfigErrors(t *testing.T) {
 		{SubscriberConfig{Channels: 2, GroupA: netip.MustParseAddrPort("10.0.0.1:1"), NewReceiver: nr}, "tickcast", "SubscriberConfig", "GroupA"},
 		{SubscriberConfig{Channels: 2, GroupA: ga, GroupB: netip.MustParseAddrPort("10.0.0.1:1"), NewReceiver: nr}, "tickcast", "SubscriberConfig", "GroupB"},
 		{SubscriberConfig{Channels: 2, GroupA: ga, NewReceiver: nr, Tracker: seqgap.Config{Window: 3}}, "seqgap", "Config", "Window"},
+		{SubscriberConfig{Channels: 2, Symbols: []string{"AAPL", "TOOLONGSYM"}, GroupA: ga, NewReceiver: nr}, "tickcast", "SubscriberConfig", "Symbols"},
 	} {
 		_, err := NewSubscriber(tc.cfg)
 		var ce *config.Error
@@ -45,13 +46,18 @@ func TestSubscriberConfigErrors(t *testing.T) {
 	}
 }
 
-// TestSubscriberConfigJoinsAll: an empty Join means every channel; a set
-// one is kept as it is.
+// TestSubscriberConfigJoinsAll: an empty Join means every channel, or with
+// Symbols the channels that carry them; a set one is kept as it is.
 func TestSubscriberConfigJoinsAll(t *testing.T) {
 	if got := (SubscriberConfig{Channels: 3}).withDefaults().Join; !slices.Equal(got, []int{0, 1, 2}) {
 		t.Errorf("Join of 3 channels defaults to %v, want [0 1 2]", got)
 	}
 	if got := (SubscriberConfig{Channels: 3, Join: []int{2}}).withDefaults().Join; !slices.Equal(got, []int{2}) {
 		t.Errorf("Join [2] became %v", got)
+	}
+	// With 16 channels AAPL is on channel 11 and MSFT on 3
+	// (docs/operations.md, "Symbol filters and channels").
+	if got := (SubscriberConfig{Channels: 16, Symbols: []string{"AAPL", "MSFT"}}).withDefaults().Join; !slices.Equal(got, []int{3, 11}) {
+		t.Errorf("Join of the symbols AAPL and MSFT on 16 channels defaults to %v, want [3 11]", got)
 	}
 }

@@ -26,7 +26,7 @@ type subscriberCollector struct {
 	metricSet
 	s *tickcast.Subscriber
 
-	packets, wins, messages, gaps, requests, recovered, lost, lostRanges, dupMsgs, dupPkts,
+	packets, wins, messages, filtered, gaps, requests, recovered, lost, lostRanges, dupMsgs, dupPkts,
 	reordered, overflow, foreign, malformed, sessions, abrupt, staleEvents, heartbeats,
 	stale, datagrams, bytes, kernelDrops, ringFull, truncated, recvErrors, ringUsed, ringCap,
 	rcvBuf, instGaps, snapshots, recRequests, recFailed, recMessages *prometheus.Desc
@@ -44,6 +44,7 @@ func NewSubscriberCollector(s *tickcast.Subscriber) prometheus.Collector {
 	c.packets = c.desc(p+"packets_total", "Packets of the channel's session taken from each line.", cl...)
 	c.wins = c.desc(p+"line_wins_total", "Packets that brought at least one new message first, by line (A/B arbitration).", cl...)
 	c.messages = c.desc(p+"messages_total", "Messages released to the handler, by the line that delivered them first (A, B or recovery).", cl...)
+	c.filtered = c.desc(p+"filtered_messages_total", "Messages the symbol filter held back (instruments not asked for), recovered ones included.", ch...)
 	c.gaps = c.desc(p+"gaps_total", "Sequence gaps detected.", ch...)
 	c.requests = c.desc(p+"recovery_requests_total", "Missing ranges requested from recovery.", ch...)
 	c.recovered = c.desc(p+"messages_recovered_total", "Messages released that came from recovery.", ch...)
@@ -92,6 +93,7 @@ func (c *subscriberCollector) Collect(out chan<- prometheus.Metric) {
 		for l, line := range messageLines {
 			counter(out, c.messages, cs.Messages[l], ch, line.String())
 		}
+		counter(out, c.filtered, cs.Filtered, ch)
 		counter(out, c.gaps, t.Gaps, ch)
 		counter(out, c.requests, t.Requests, ch)
 		counter(out, c.recovered, t.Recovered, ch)

@@ -77,6 +77,7 @@ func TestMetricsWhileRunning(t *testing.T) {
 		"tickcast_publisher_messages_total":                    published,
 		"tickcast_subscriber_send_to_release_seconds":          published,
 		"tickcast_subscriber_messages_lost_total":              0,
+		"tickcast_subscriber_filtered_messages_total":          0,
 		"tickcast_subscriber_gaps_total":                       0,
 		"tickcast_publisher_messages_per_packet":               float64(f.pub.Stats().Packets),
 		"tickcast_publisher_unknown_instrument_messages_total": 0,

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -158,16 +159,19 @@ func TestSubscriberIdleTimeout(t *testing.T) {
 }
 
 // TestSubscriberJSONOutputAndSymbolJoin: --format json prints one parseable
-// line per message, and --symbols joins only the channel of that symbol.
+// line per message, and --symbols joins only the channel of that symbol and
+// prints only that symbol's messages: exactly those the synthetic feed's
+// definition puts on it, the rest of the channel counted as filtered.
 func TestSubscriberJSONOutputAndSymbolJoin(t *testing.T) {
 	ga, _, _ := groups(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	const count = 4000
 	// Seed 1's first instrument is "AAAB" (see feed.Synthetic); which channel
 	// it lands on is the subscriber's business.
 	sub := start(t, ctx, subscriberBin, "--format", "json", "--symbols", "AAAB", "--group", ga, "--verify", "--idle-timeout", "3s")
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)
-	fh := start(t, ctx, feedhandlerBin, "--count", "4000", "--rate", "50000", "--group", ga)
+	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "50000", "--group", ga)
 	if code := fh.wait(t, 20*time.Second); code != 0 {
 		t.Fatalf("feedhandler exit %d", code)
 	}
@@ -178,19 +182,27 @@ func TestSubscriberJSONOutputAndSymbolJoin(t *testing.T) {
 	if code != 0 || len(chans) != 1 || sum["exit_reason"] != "end-of-session" {
 		t.Fatalf("exit %d, summary %v", code, sum)
 	}
-	ch := chans[0].(float64)
-	next := 1.0
+	ch := int(chans[0].(float64))
+	want := symbolSeqs(t, synthetic(t, count), []string{"AAAB"})
+	if ch != want.channels[0] || len(want.channels) != 1 {
+		t.Fatalf("joined channel %d, want the channel of AAAB: %v", ch, want.channels)
+	}
+	var got []uint64
 	for _, l := range lines[:len(lines)-1] {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("line %q: %v", l, err)
 		}
-		if m["channel"] != ch || m["seq"] != next {
-			t.Fatalf("line %q: want channel %v seq %v", l, ch, next)
+		if m["channel"] != float64(ch) {
+			t.Fatalf("line %q: want channel %d", l, ch)
 		}
-		next++
+		got = append(got, uint64(m["seq"].(float64)))
 	}
-	if uint64(next-1) != num(t, sum, "received") || next < 500 {
-		t.Fatalf("%v message lines, summary says %d received", next-1, num(t, sum, "received"))
+	if !slices.Equal(got, want.seqs[ch]) {
+		t.Fatalf("printed the messages of sequences %v, want those of AAAB: %v", got, want.seqs[ch])
+	}
+	if num(t, sum, "received") != want.wanted || num(t, sum, "filtered") != want.others || num(t, sum, "missing") != 0 {
+		t.Fatalf("received %d, filtered %d, missing %d; want %d, %d, 0",
+			num(t, sum, "received"), num(t, sum, "filtered"), num(t, sum, "missing"), want.wanted, want.others)
 	}
 }

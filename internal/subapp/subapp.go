@@ -43,7 +43,7 @@ import (
 type Settings struct {
 	Channels        int           `flag:"channels" default:"4" help:"the feed's number of channels (as the feed handler's --channels)"`
 	JoinChannels    []string      `flag:"join-channels" default:"" help:"channels to join, comma separated (default: all)"`
-	Symbols         []string      `flag:"symbols" default:"" help:"join only the channels carrying these symbols, comma separated"`
+	Symbols         []string      `flag:"symbols" default:"" help:"receive only these symbols, comma separated: join the channels carrying them and hand only their messages on (the others count as filtered)"`
 	Group           string        `flag:"group" default:"239.77.0.1:31001" help:"A-line group of channel 0, as the feed handler's"`
 	GroupB          string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: A line only)"`
 	Transport       string        `flag:"transport" default:"udp" help:"udp (multicast), rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address) or nats (the feed handler's live NATS subjects, for hosts without multicast)"`
@@ -375,7 +375,7 @@ func (s *Settings) libConfigs(p plan) libConfigs {
 	rdmaMode, _ := s.receiveMode("rdma")
 	return libConfigs{
 		Subscriber: tickcast.SubscriberConfig{
-			Channels: s.Channels, Join: p.join, GroupA: p.group, GroupB: p.groupB,
+			Channels: s.Channels, Join: p.join, Symbols: s.Symbols, GroupA: p.group, GroupB: p.groupB,
 			Spin:    p.mode == ud.DirectSpin && s.Transport != "nats",
 			Backoff: p.backoff,
 			Tracker: seqgap.Config{Window: s.Window, GapDelay: s.GapDelay, LostAfter: s.LostAfter, StaleAfter: s.StaleAfter},
@@ -450,6 +450,7 @@ type Summary struct {
 	Role             string  `json:"role"`
 	Channels         []int   `json:"channels"`
 	Received         uint64  `json:"received"`
+	Filtered         uint64  `json:"filtered"`
 	Expected         uint64  `json:"expected,omitempty"`
 	Packets          uint64  `json:"packets"`
 	Gaps             uint64  `json:"gaps"`
@@ -580,7 +581,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 	h := a.h
 	st := a.sub.Stats()
 	sum := Summary{
-		Role: "subscriber", Channels: a.sub.Channels(), Received: h.received, Expected: a.s.Expect,
+		Role: "subscriber", Channels: a.sub.Channels(), Received: h.received, Filtered: st.Filtered, Expected: a.s.Expect,
 		Packets: st.Packets, Gaps: st.Gaps, Missing: st.Missing, Duplicates: st.Duplicates, DuplicatePackets: st.DuplicatePackets,
 		LostRanges: st.LostRanges, Recovered: st.Recovered, Requests: st.Requests, Reordered: st.Reordered, WindowFull: st.WindowFull,
 		InstrumentGaps: st.InstrumentGaps, Stale: st.Stale, PacketsA: st.PacketsA, PacketsB: st.PacketsB,
@@ -637,7 +638,7 @@ func (a *App) screen(elapsed time.Duration) {
 	w := a.h.w
 	fmt.Fprintf(w, "\x1b[H\x1b[2J")
 	fmt.Fprintf(w, "tickcast subscriber   %s   channels %v   %s\n\n", elapsed.Truncate(time.Second), a.sub.Channels(), a.s.Mode)
-	fmt.Fprintf(w, "  messages     %12d   %10.0f msg/s\n", a.h.received, float64(a.h.received)/elapsed.Seconds())
+	fmt.Fprintf(w, "  messages     %12d   %10.0f msg/s   filtered %d\n", a.h.received, float64(a.h.received)/elapsed.Seconds(), st.Filtered)
 	fmt.Fprintf(w, "  packets      %12d   A wins %d  B wins %d\n", st.Packets, st.WinsA, st.WinsB)
 	fmt.Fprintf(w, "  gaps         %12d   missing %d\n", st.Gaps, st.Missing)
 	fmt.Fprintf(w, "  duplicates   %12d   foreign %d  malformed %d\n", st.Duplicates, st.Foreign, st.Malformed)
