@@ -735,7 +735,7 @@ func (h *handler) print(ch int, seq uint64, msg []byte, recvNs int64) {
 
 // flagNames lists a message's flags by name, comma separated ("" for none).
 func flagNames(f feed.Flags) string {
-	names := [...]string{"provisional", "book_incomplete", "cross", "bid_present", "ask_present"}
+	names := [...]string{"provisional", "book_incomplete", "cross", "bid_present", "ask_present", "conflated"}
 	out := ""
 	for i, n := range names {
 		if f&(1<<i) != 0 {
