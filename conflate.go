@@ -27,12 +27,13 @@ type ConflateConfig struct {
 	On bool
 	// Threshold is the backlog, in messages, past which a channel
 	// conflates quotes. A channel's backlog is the number of messages
-	// released since its lines were last found empty (every ring empty,
-	// and for receivers that Poll fills, their sockets too): a subscriber
-	// that keeps up finds them empty every few messages; one that falls
-	// behind does not until it has caught up. The channel conflates from
-	// the message that passes Threshold until its lines are found empty
-	// again. Zero means DefaultConflateThreshold.
+	// released (from its lines, its reorder window or recovery) since its
+	// lines were last found empty (every ring empty, and for receivers
+	// that Poll fills, their sockets too): a subscriber that keeps up
+	// finds them empty every few messages; one that falls behind does not
+	// until it has caught up. The channel conflates from the message that
+	// passes Threshold until its lines are found empty again. Zero means
+	// DefaultConflateThreshold.
 	Threshold int
 }
 
@@ -66,7 +67,7 @@ type heldQuote struct {
 type conflator struct {
 	threshold uint64
 	on        bool   // conflating now
-	backlog   uint64 // messages released since the lines were last found empty, before this Poll
+	backlog   uint64 // messages released since the lines were last found empty
 	defined   []bool // by instrument id: its definition arrived in this session
 	held      []heldQuote
 	order     []uint32 // instruments with a held quote, in the order they were first held
@@ -78,26 +79,14 @@ func newConflator(cfg ConflateConfig, deliver func(seq uint64, msg []byte, line 
 	return &conflator{threshold: uint64(cfg.Threshold), deliver: deliver}
 }
 
-// progress notes that released messages were released so far in this Poll
-// of the channel, and starts conflating once the backlog passes the
-// threshold.
-func (c *conflator) progress(released uint64) {
-	if !c.on && c.backlog+released > c.threshold {
-		c.on = true
-	}
-}
-
-// endPoll ends a Poll of the channel that released released messages:
-// every held quote is delivered (none waits longer than the Poll that held
-// it), and when the lines were found empty (caughtUp) the backlog is over
-// and quotes flow one by one again.
-func (c *conflator) endPoll(released uint64, caughtUp bool) {
-	c.flush()
+// endPoll ends a Poll of the channel: when the lines were found empty
+// (caughtUp) the backlog is over, every held quote is delivered, and
+// quotes flow one by one again.
+func (c *conflator) endPoll(caughtUp bool) {
 	if caughtUp {
+		c.flush()
 		c.on, c.backlog = false, 0
-		return
 	}
-	c.backlog += released
 }
 
 // hold takes msg if it is to be conflated: a quote of a defined instrument
@@ -106,6 +95,15 @@ func (c *conflator) endPoll(released uint64, caughtUp bool) {
 // instrument's held quote, so that it never overtakes them; a trade does
 // not (see docs/slow-consumers.md).
 func (c *conflator) hold(seq uint64, msg []byte, line int, recvNs int64) bool {
+	c.backlog++
+	if c.backlog > c.threshold {
+		c.on = true // the message that passes the threshold is the first conflated
+		if c.backlog%c.threshold == 0 {
+			// Every threshold messages of a backlog the held quotes go:
+			// none waits longer, however long the backlog lasts.
+			c.flush()
+		}
+	}
 	if len(msg) < feed.HeaderLen {
 		return false
 	}
@@ -196,6 +194,10 @@ func (c *conflator) sessionStart() {
 	clear(c.defined)
 	c.on, c.backlog = false, 0
 }
+
+// behind reports whether c is not nil and conflating: the channel is
+// behind its feed.
+func (c *conflator) behind() bool { return c != nil && c.on }
 
 // pending returns how many quotes are held.
 func (c *conflator) pending() int { return len(c.order) }

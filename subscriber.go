@@ -485,9 +485,18 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 func (s *Subscriber) pollChannel(sc *subChannel, max int, now int64) uint64 {
 	before := sc.tracker.Released()
 	tried := 0 // lines filled empty in this Poll, as bits: each is tried once
-	empty := false
+	empty, asked := false, false
 	for sc.tracker.Released()-before < uint64(max) {
 		best := sc.nextLine(&tried)
+		if best < 0 && sc.conf.behind() && !asked {
+			// A conflating channel ends its backlog only on lines truly
+			// empty: the readiness marks of direct receivers are as old
+			// as the epoll wait before a slow handler's Poll, so ask
+			// every socket once more.
+			s.notify.SetAllReady()
+			asked, tried = true, 0
+			best = sc.nextLine(&tried)
+		}
 		if best < 0 {
 			empty = true
 			break
@@ -499,20 +508,16 @@ func (s *Subscriber) pollChannel(sc *subChannel, max int, now int64) uint64 {
 		}
 		s.packet(sc, best, slot, now)
 		r.Release(1)
-		if sc.conf != nil {
-			sc.conf.progress(sc.tracker.Released() - before)
-		}
 	}
 	if s.cfg.Observer != nil {
 		s.relNs = time.Now().UnixNano() // releases by Tick (wall clock, as sendNs)
 	}
 	sc.tracker.Tick(now, sc)
 	s.sendRequests(sc)
-	released := sc.tracker.Released() - before
 	if sc.conf != nil {
-		sc.conf.endPoll(released, empty)
+		sc.conf.endPoll(empty)
 	}
-	return released
+	return sc.tracker.Released() - before
 }
 
 // nextLine returns the line whose head packet has the lowest sequence, or
