@@ -66,6 +66,7 @@ type heldQuote struct {
 // quote: holding a quote copies it into memory allocated before.
 type conflator struct {
 	threshold uint64
+	every     uint64 // while conflating, held quotes go every this many messages (the threshold)
 	on        bool   // conflating now
 	backlog   uint64 // messages released since the lines were last found empty
 	defined   []bool // by instrument id: its definition arrived in this session
@@ -76,7 +77,7 @@ type conflator struct {
 }
 
 func newConflator(cfg ConflateConfig, deliver func(seq uint64, msg []byte, line int, recvNs int64)) *conflator {
-	return &conflator{threshold: uint64(cfg.Threshold), deliver: deliver}
+	return &conflator{threshold: uint64(cfg.Threshold), every: uint64(cfg.Threshold), deliver: deliver}
 }
 
 // endPoll ends a Poll of the channel: when the lines were found empty
@@ -98,7 +99,7 @@ func (c *conflator) hold(seq uint64, msg []byte, line int, recvNs int64) bool {
 	c.backlog++
 	if c.backlog > c.threshold {
 		c.on = true // the message that passes the threshold is the first conflated
-		if c.backlog%c.threshold == 0 {
+		if c.backlog%c.every == 0 {
 			// Every threshold messages of a backlog the held quotes go:
 			// none waits longer, however long the backlog lasts.
 			c.flush()
