@@ -50,6 +50,9 @@ type ChannelStats struct {
 	// Foreign and Malformed count the packets dropped on the channel's
 	// groups: another channel's or an older session's, and unparsable.
 	Foreign, Malformed uint64
+	// Conflated counts the quotes superseded by a later quote of their
+	// instrument while the channel conflated (ConflateConfig).
+	Conflated uint64
 	// Stale is true while the channel receives nothing, not even
 	// heartbeats, and its session has not ended (Tracker.Stale counts the
 	// times it went stale).
@@ -132,6 +135,9 @@ func (s *Subscriber) publishStats(now int64) {
 		cs.Messages, cs.Missing = sc.counts.messages, sc.counts.missing
 		cs.Filtered = sc.filter.filtered
 		cs.Foreign, cs.Malformed = sc.counts.foreign, sc.counts.malformed
+		if sc.conf != nil {
+			cs.Conflated = sc.conf.conflated
+		}
 		cs.Stale = sc.counts.stale && !sc.tracker.Complete()
 		for l, r := range sc.lines {
 			ls := &cs.Lines[l]

@@ -60,6 +60,9 @@ type SubscriberConfig struct {
 	// is released and of every recovery answer (see
 	// tickprom.LatencyMetrics). It costs one clock read per packet.
 	Observer Observer
+	// Conflate, when On, delivers each instrument's latest quote instead
+	// of every quote while a channel is behind (see ConflateConfig).
+	Conflate ConflateConfig
 }
 
 var subscriberCheck = config.Checker{Pkg: "tickcast", Struct: "SubscriberConfig"}
@@ -79,6 +82,7 @@ func (c SubscriberConfig) withDefaults() SubscriberConfig {
 			c.Join[ch] = ch
 		}
 	}
+	c.Conflate = c.Conflate.withDefaults()
 	return c
 }
 
@@ -95,6 +99,9 @@ func (c SubscriberConfig) validate() error {
 		if _, err := feed.MakeSymbol(s); err != nil {
 			return bad("Symbols", s, "%v", err)
 		}
+	}
+	if err := c.Conflate.validate(); err != nil {
+		return err
 	}
 	for _, ch := range c.Join {
 		if ch < 0 || ch >= c.Channels {
@@ -206,6 +213,10 @@ type Event struct {
 // Handler receives a subscriber's messages, in sequence order per channel,
 // and its events. msg is valid only during the call: copy what you keep.
 // A message with sequence 0 is part of a snapshot (see EventSnapshot).
+// A conflating subscriber (SubscriberConfig.Conflate) delivers a held quote
+// with its own sequence after later messages of other instruments, and
+// after later trades of its own; a quote that replaced earlier ones carries
+// feed.FlagConflated.
 type Handler interface {
 	Message(ch int, seq uint64, msg []byte, recvNs int64)
 	Event(ev *Event)
@@ -245,6 +256,7 @@ type SubscriberStats struct {
 	RingFull         uint64 // times a receive ring was full
 	Truncated        uint64 // datagrams larger than a slot
 	Snapshots        uint64 // snapshots applied
+	Conflated        uint64 // quotes superseded by a later quote of their instrument (ConflateConfig), not released
 	PacketsA         uint64 // packets received on line A
 	PacketsB         uint64 // ... on line B
 	WinsA            uint64 // packets that brought new messages first on line A
@@ -284,6 +296,7 @@ type subChannel struct {
 	instSeq []uint32 // per-instrument sequence seen last, by instrument id
 	filter  channelFilter
 	counts  channelCounts
+	conf    *conflator // nil unless SubscriberConfig.Conflate.On
 }
 
 // maxTrackedInstrument bounds the per-instrument table: ids above it are not
@@ -331,6 +344,9 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 			return nil, fmt.Errorf("tickcast: channel %d: %w", ch, err)
 		}
 		sc := &subChannel{s: s, idx: ch, tracker: tr, filter: newChannelFilter(want)}
+		if cfg.Conflate.On {
+			sc.conf = newConflator(cfg.Conflate, sc.deliver)
+		}
 		s.chans = append(s.chans, sc)
 		s.byIdx[ch] = sc
 		lines := channelLines(cfg.GroupA, cfg.GroupB, ch)
@@ -410,6 +426,10 @@ func (s *Subscriber) Stats() SubscriberStats {
 		st.PacketsB += ts.PacketsOnLine[1]
 		st.WinsA += ts.WinsPerLine[0]
 		st.WinsB += ts.WinsPerLine[1]
+		if sc.conf != nil {
+			st.Conflated += sc.conf.conflated
+			st.Messages -= sc.conf.conflated + uint64(sc.conf.pending())
+		}
 		for _, r := range sc.lines {
 			rs := r.Stats()
 			st.KernelDrops += rs.KernelDrops
@@ -485,9 +505,20 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 func (s *Subscriber) pollChannel(sc *subChannel, max int, now int64) uint64 {
 	before := sc.tracker.Released()
 	tried := 0 // lines filled empty in this Poll, as bits: each is tried once
+	empty, asked := false, false
 	for sc.tracker.Released()-before < uint64(max) {
 		best := sc.nextLine(&tried)
+		if best < 0 && sc.conf.behind() && !asked {
+			// A conflating channel ends its backlog only on lines truly
+			// empty: the readiness marks of direct receivers are as old
+			// as the epoll wait before a slow handler's Poll, so ask
+			// every socket once more.
+			s.notify.SetAllReady()
+			asked, tried = true, 0
+			best = sc.nextLine(&tried)
+		}
 		if best < 0 {
+			empty = true
 			break
 		}
 		r := sc.lines[best]
@@ -503,6 +534,9 @@ func (s *Subscriber) pollChannel(sc *subChannel, max int, now int64) uint64 {
 	}
 	sc.tracker.Tick(now, sc)
 	s.sendRequests(sc)
+	if sc.conf != nil {
+		sc.conf.endPoll(empty)
+	}
 	return sc.tracker.Released() - before
 }
 
@@ -616,6 +650,16 @@ func (sc *subChannel) Release(seq uint64, msg []byte, line int, recvNs int64) {
 			sc.instSeq[inst] = iseq
 		}
 	}
+	if sc.conf != nil && sc.conf.hold(seq, msg, line, recvNs) {
+		return
+	}
+	sc.deliver(seq, msg, line, recvNs)
+}
+
+// deliver hands a released message to the handler: at once, or when a
+// conflating channel lets a held quote go.
+func (sc *subChannel) deliver(seq uint64, msg []byte, line int, recvNs int64) {
+	s := sc.s
 	sc.counts.messages[lineIndex(line)]++
 	if s.cfg.Observer != nil && len(msg) >= feed.HeaderLen {
 		sendNs := int64(binary.LittleEndian.Uint64(msg[feed.SendNsOffset:]))
@@ -630,6 +674,9 @@ func (sc *subChannel) Event(ev *seqgap.Event) {
 	switch ev.Kind {
 	case seqgap.EventSessionStart:
 		clear(sc.instSeq)
+		if sc.conf != nil {
+			sc.conf.sessionStart() // the old session's held quotes go first
+		}
 	case seqgap.EventSessionEnd:
 		s.ended++
 	}
@@ -697,6 +744,9 @@ func (s *Subscriber) applySnapshot(sc *subChannel, r *recovery.Result) bool {
 		return false
 	}
 	s.snapshots++
+	if sc.conf != nil {
+		sc.conf.flush() // held quotes are older than the snapshot
+	}
 	s.ev = Event{Kind: EventSnapshot, Channel: sc.idx, Line: LineRecovery, Session: snap.Session,
 		LastSeq: snap.Seq, Range: r.Range}
 	s.h.Event(&s.ev)
@@ -709,6 +759,9 @@ func (s *Subscriber) applySnapshot(sc *subChannel, r *recovery.Result) bool {
 					sc.instSeq = append(sc.instSeq, make([]uint32, int(inst)+1-len(sc.instSeq))...)
 				}
 				sc.instSeq[inst] = max(sc.instSeq[inst], binary.LittleEndian.Uint32(msg[8:]))
+				if sc.conf != nil && feed.Type(msg[0]) == feed.TypeDefinition {
+					sc.conf.define(inst)
+				}
 			}
 		}
 		if sc.filter.pass(msg) {

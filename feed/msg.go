@@ -97,6 +97,11 @@ const (
 	FlagBidPresent Flags = 1 << 3
 	// FlagAskPresent says the quote's ask side holds a price.
 	FlagAskPresent Flags = 1 << 4
+	// FlagConflated marks a quote that a conflating subscriber delivered in
+	// place of earlier quotes of its instrument, which it dropped as
+	// superseded (tickcast.ConflateConfig). It is never sent: a subscriber
+	// sets it on its own copy, and the InstSeq of such a quote may skip.
+	FlagConflated Flags = 1 << 5
 )
 
 // Side is an order side, or the aggressor side of a trade.

@@ -29,7 +29,7 @@ type subscriberCollector struct {
 	packets, wins, messages, filtered, gaps, requests, recovered, lost, lostRanges, dupMsgs, dupPkts,
 	reordered, overflow, foreign, malformed, sessions, abrupt, staleEvents, heartbeats,
 	stale, datagrams, bytes, kernelDrops, ringFull, truncated, recvErrors, ringUsed, ringCap,
-	rcvBuf, instGaps, snapshots, recRequests, recFailed, recMessages *prometheus.Desc
+	rcvBuf, instGaps, snapshots, recRequests, recFailed, recMessages, conflated *prometheus.Desc
 }
 
 // NewSubscriberCollector returns a Prometheus collector of s's counters
@@ -75,6 +75,7 @@ func NewSubscriberCollector(s *tickcast.Subscriber) prometheus.Collector {
 	c.recRequests = c.desc(p+"recovery_client_requests_total", "Requests the recovery client sent (a range may take several).")
 	c.recFailed = c.desc(p+"recovery_failures_total", "Recovery requests that failed: error reply, timeout or queue full.")
 	c.recMessages = c.desc(p+"recovery_client_messages_total", "Messages received in recovery replies.")
+	c.conflated = c.desc(p+"conflated_messages_total", "Quotes superseded by a later quote of their instrument while the channel conflated (--conflate), not delivered.", ch...)
 	return c
 }
 
@@ -107,6 +108,7 @@ func (c *subscriberCollector) Collect(out chan<- prometheus.Metric) {
 		counter(out, c.overflow, t.WindowFull, ch)
 		counter(out, c.foreign, cs.Foreign, ch)
 		counter(out, c.malformed, cs.Malformed, ch)
+		counter(out, c.conflated, cs.Conflated, ch)
 		counter(out, c.sessions, t.Sessions, ch)
 		counter(out, c.abrupt, t.SessionsAbrupt, ch)
 		counter(out, c.staleEvents, t.Stale, ch)

@@ -17,8 +17,37 @@ import (
 
 // Verifier checks messages of one synthetic configuration.
 type Verifier struct {
-	gen *feed.Synthetic
-	exp feed.Msg // scratch, to keep Check allocation-free
+	gen       *feed.Synthetic
+	exp       feed.Msg // scratch, to keep Check allocation-free
+	conflated bool     // quotes may carry the conflated flag
+}
+
+// flagConflated is the flag a conflating subscriber sets on a quote it
+// delivers in place of earlier ones (docs/wire-format.md, bit 5).
+const flagConflated = 0x0020
+
+// AcceptConflated makes Check accept a quote that carries the conflated
+// flag, as a conflating subscriber delivers: such a quote must otherwise
+// be exactly the message of its sequence. Without it the flag is a
+// mismatch, as it never appears on the wire.
+func (v *Verifier) AcceptConflated() { v.conflated = true }
+
+// LastQuotes returns, for each instrument of channel c that had a quote
+// among sequences 1..last, the sequence of its last one: what a
+// subscriber that conflates must have delivered last for the instrument
+// once it released sequence last. It reads backwards from last, a round
+// of the channel's instruments at a time, until every instrument has a
+// quote or the definitions are reached.
+func (v *Verifier) LastQuotes(c int, last uint64) map[uint32]uint64 {
+	out := map[uint32]uint64{}
+	n := uint64(len(v.gen.ChannelInstruments(c)))
+	for seq := last; seq > n && uint64(len(out)) < n; seq-- {
+		v.gen.Expect(c, seq, &v.exp)
+		if _, ok := out[v.exp.Instrument]; !ok && v.exp.Type == feed.TypeQuote {
+			out[v.exp.Instrument] = seq
+		}
+	}
+	return out
 }
 
 // New returns a verifier for the synthetic feed made with cfg.
@@ -101,7 +130,11 @@ func (v *Verifier) Check(c int, seq uint64, msg []byte) error {
 	if msg[offVersion] < 1 {
 		return bad("version", int64(msg[offVersion]), 1)
 	}
-	if g := u16(msg, offFlags); g != uint64(e.Flags) {
+	g := u16(msg, offFlags)
+	if v.conflated && t == 'Q' {
+		g &^= flagConflated
+	}
+	if g != uint64(e.Flags) {
 		return bad("flags", int64(g), int64(e.Flags))
 	}
 	if g := u32(msg, offInstrument); g != uint64(e.Instrument) {

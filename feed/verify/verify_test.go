@@ -124,3 +124,62 @@ func TestVerifyAllocatesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestVerifyConflatedFlag: the conflated flag is a mismatch unless
+// AcceptConflated, and then only on a quote.
+func TestVerifyConflatedFlag(t *testing.T) {
+	cfg := feed.SyntheticConfig{Seed: 7, Instruments: 10, Channels: 1}
+	v, _ := New(cfg)
+	var m feed.Msg
+	buf := make([]byte, feed.MaxLen)
+	flagged := func(typ feed.Type) (uint64, []byte) {
+		for seq := uint64(11); ; seq++ {
+			v.Source().Expect(0, seq, &m)
+			if m.Type == typ {
+				m.Flags |= feed.FlagConflated
+				n, _ := m.Encode(buf)
+				return seq, buf[:n]
+			}
+		}
+	}
+	seq, q := flagged(feed.TypeQuote)
+	if err := v.Check(0, seq, q); err == nil {
+		t.Fatal("conflated quote accepted without AcceptConflated")
+	}
+	v.AcceptConflated()
+	if err := v.Check(0, seq, q); err != nil {
+		t.Fatalf("conflated quote with AcceptConflated: %v", err)
+	}
+	seq, tr := flagged(feed.TypeTrade)
+	if err := v.Check(0, seq, tr); err == nil {
+		t.Fatal("trade with the conflated flag accepted")
+	}
+}
+
+// TestVerifyLastQuotes checks LastQuotes against a forward scan of the
+// channel.
+func TestVerifyLastQuotes(t *testing.T) {
+	cfg := feed.SyntheticConfig{Seed: 3, Instruments: 40, Channels: 3}
+	v, _ := New(cfg)
+	var m feed.Msg
+	for _, c := range v.Source().ActiveChannels() {
+		for _, last := range []uint64{5, 100, 1234} {
+			want := map[uint32]uint64{}
+			for seq := uint64(1); seq <= last; seq++ {
+				v.Source().Expect(c, seq, &m)
+				if m.Type == feed.TypeQuote {
+					want[m.Instrument] = seq
+				}
+			}
+			got := v.LastQuotes(c, last)
+			if len(got) != len(want) {
+				t.Fatalf("channel %d last %d: %d instruments, want %d", c, last, len(got), len(want))
+			}
+			for inst, seq := range want {
+				if got[inst] != seq {
+					t.Errorf("channel %d last %d: instrument %d's last quote %d, want %d", c, last, inst, got[inst], seq)
+				}
+			}
+		}
+	}
+}

@@ -57,7 +57,7 @@ type Settings struct {
 	Verify          bool          `flag:"verify" help:"check every message against the synthetic feed made with --seed, --instruments and --channels"`
 	Seed            uint64        `flag:"seed" default:"1" help:"synthetic feed seed, for --verify"`
 	Instruments     int           `flag:"instruments" default:"100" help:"synthetic instruments, for --verify"`
-	Expect          uint64        `flag:"expect" default:"0" help:"exit once this many messages arrived; fewer at exit is a failure (0: no expectation)"`
+	Expect          uint64        `flag:"expect" default:"0" help:"exit once this many messages arrived (with --conflate: received or conflated); fewer at exit is a failure (0: no expectation)"`
 	IdleTimeout     time.Duration `flag:"idle-timeout" default:"5s" help:"exit after this long without a packet"`
 	Window          int           `flag:"window" default:"131072" help:"messages that can wait out of order per channel (power of two); memory is about 80 bytes each"`
 	GapDelay        time.Duration `flag:"gap-delay" default:"50us" help:"how long a gap waits for a late packet (or the other line's copy) before it is requested from recovery"`
@@ -75,6 +75,9 @@ type Settings struct {
 
 	// Several subscribers per host: docs/operations.md, "Several subscribers on one host".
 	MetricsSDDir string `flag:"metrics-sd-dir" default:"" help:"register the metrics address for Prometheus's file-based service discovery (file_sd_configs): write DIR/subscriber-HOST-PORT.json, an existing directory, and remove it at exit (empty: no file)"`
+	// Conflation (docs/slow-consumers.md).
+	Conflate          bool `flag:"conflate" help:"while a channel is behind (its backlog above --conflate-threshold), deliver each instrument's latest quote instead of every quote; trades, busts, status changes and definitions are never conflated. Superseded quotes count as conflated, not missing"`
+	ConflateThreshold int  `flag:"conflate-threshold" default:"1024" help:"backlog in messages past which --conflate conflates a channel's quotes: messages released since the channel's rings and sockets were last found empty"`
 
 	// Fault injection: a test facility (package ud/faults), off unless set.
 	InjectLoss     float64 `flag:"inject-loss" help:"test facility: drop each received datagram with this probability (0..1), on every line, before the subscriber sees it"`
@@ -86,6 +89,8 @@ type Settings struct {
 	InjectSeed     uint64  `flag:"inject-seed" default:"1" help:"test facility: seed of the injected faults (each channel and line derives its own from it)"`
 
 	Origins cliconf.Origins // filled by cliconf.Load: the settings given explicitly (an explicit --metrics-addr never moves to another port)
+	// HandlerDelay makes the handler slow (a test facility).
+	HandlerDelay time.Duration `flag:"handler-delay" help:"test facility: the handler spends this long on every message (a busy wait), to show a consumer slower than the feed"`
 }
 
 // App is one subscriber run.
@@ -114,6 +119,13 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	}
 	a := &App{s: s, log: log, out: out, met: newAppMetrics()}
 	a.h = &handler{app: a, v: p.verifier, w: bufio.NewWriterSize(out, 64<<10)}
+	if p.verifier != nil && s.Conflate {
+		p.verifier.AcceptConflated()
+		a.h.last = newLastQuotes(s.Channels, s.Instruments)
+	}
+	if s.HandlerDelay > 0 {
+		log.Warn().Dur("handler_delay", s.HandlerDelay).Msg("handler delay on (test facility)")
+	}
 	if p.backoff {
 		log.Warn().Int("spinning_threads", p.spinners).Int("cpus", runtime.NumCPU()).Str("mode", p.mode.String()).
 			Msg("more spinning receive threads than this host can spare a core for: they back off (sleep ~50us) when idle; use --mode direct or fewer channels for the lowest latency")
@@ -307,6 +319,12 @@ func (s *Settings) checkLimits() error {
 	if s.IdleTimeout <= 0 {
 		return cliconf.Invalid("idle-timeout", "%v: must be positive", s.IdleTimeout)
 	}
+	if s.ConflateThreshold < 1 {
+		return cliconf.Invalid("conflate-threshold", "%d: must be positive", s.ConflateThreshold)
+	}
+	if s.HandlerDelay < 0 {
+		return cliconf.Invalid("handler-delay", "%v: must not be negative", s.HandlerDelay)
+	}
 	return nil
 }
 
@@ -376,9 +394,10 @@ func (s *Settings) libConfigs(p plan) libConfigs {
 	return libConfigs{
 		Subscriber: tickcast.SubscriberConfig{
 			Channels: s.Channels, Join: p.join, Symbols: s.Symbols, GroupA: p.group, GroupB: p.groupB,
-			Spin:    p.mode == ud.DirectSpin && s.Transport != "nats",
-			Backoff: p.backoff,
-			Tracker: seqgap.Config{Window: s.Window, GapDelay: s.GapDelay, LostAfter: s.LostAfter, StaleAfter: s.StaleAfter},
+			Spin:     p.mode == ud.DirectSpin && s.Transport != "nats",
+			Backoff:  p.backoff,
+			Tracker:  seqgap.Config{Window: s.Window, GapDelay: s.GapDelay, LostAfter: s.LostAfter, StaleAfter: s.StaleAfter},
+			Conflate: tickcast.ConflateConfig{On: s.Conflate, Threshold: s.ConflateThreshold},
 		},
 		Recovery: recovery.ClientConfig{Feed: s.FeedName, Timeout: s.RecoveryTimeout},
 		UDP: udp.Config{Interface: p.iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
@@ -455,6 +474,7 @@ type Summary struct {
 	Packets          uint64  `json:"packets"`
 	Gaps             uint64  `json:"gaps"`
 	Missing          uint64  `json:"missing"`
+	Conflated        uint64  `json:"conflated"`
 	LostRanges       uint64  `json:"lost_ranges"`
 	Recovered        uint64  `json:"recovered"`
 	RecoveryFailed   uint64  `json:"recovery_failed"`
@@ -550,7 +570,7 @@ type stopper struct {
 func (r *stopper) stop() bool {
 	a, h := r.a, r.a.h
 	r.polls++
-	if a.s.Expect > 0 && h.received >= a.s.Expect {
+	if a.s.Expect > 0 && h.received+a.conflated() >= a.s.Expect {
 		r.reason = "expect"
 		return true
 	}
@@ -582,7 +602,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 	st := a.sub.Stats()
 	sum := Summary{
 		Role: "subscriber", Channels: a.sub.Channels(), Received: h.received, Filtered: st.Filtered, Expected: a.s.Expect,
-		Packets: st.Packets, Gaps: st.Gaps, Missing: st.Missing, Duplicates: st.Duplicates, DuplicatePackets: st.DuplicatePackets,
+		Packets: st.Packets, Gaps: st.Gaps, Missing: st.Missing, Conflated: st.Conflated, Duplicates: st.Duplicates, DuplicatePackets: st.DuplicatePackets,
 		LostRanges: st.LostRanges, Recovered: st.Recovered, Requests: st.Requests, Reordered: st.Reordered, WindowFull: st.WindowFull,
 		InstrumentGaps: st.InstrumentGaps, Stale: st.Stale, PacketsA: st.PacketsA, PacketsB: st.PacketsB,
 		Foreign: st.Foreign, Malformed: st.Malformed, KernelDrops: st.KernelDrops, RingFull: st.RingFull,
@@ -590,6 +610,14 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 		Verify: a.s.Verify, VerifyOK: a.s.Verify && h.verifyErrs == 0 && h.received > 0, VerifyErrors: h.verifyErrs,
 		ElapsedS: elapsed.Seconds(), MsgsPerS: float64(h.received) / elapsed.Seconds(),
 		RcvBuf: a.sub.ReceiverStats(0, tickcast.LineA).RcvBuf, ExitReason: reason,
+	}
+	if h.last != nil {
+		bad, first := h.checkLastQuotes()
+		h.verifyErrs += bad
+		if h.firstVerifyErr == nil {
+			h.firstVerifyErr = first
+		}
+		sum.VerifyOK, sum.VerifyErrors = sum.VerifyOK && bad == 0, h.verifyErrs
 	}
 	if h.firstVerifyErr != nil {
 		sum.FirstVerifyError = h.firstVerifyErr.Error()
@@ -608,7 +636,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 		sum.MallocsPerMsg = float64(allocs) / float64(h.received)
 	}
 	sum.OK = st.Missing == 0 && h.received > 0 &&
-		(a.s.Expect == 0 || h.received == a.s.Expect) && (!a.s.Verify || sum.VerifyOK)
+		(a.s.Expect == 0 || h.received+st.Conflated == a.s.Expect) && (!a.s.Verify || sum.VerifyOK)
 	return sum
 }
 
@@ -661,11 +689,15 @@ type handler struct {
 	lostLogs       int
 	snapshotMsgs   uint64
 	instLogs       int
+	last           *lastQuotes // the last quote of each instrument (--verify with --conflate)
 	m              feed.Msg
 	line           []byte
 }
 
 func (h *handler) Message(ch int, seq uint64, msg []byte, recvNs int64) {
+	if d := h.app.s.HandlerDelay; d > 0 {
+		spin(d)
+	}
 	if seq == 0 {
 		// State from a snapshot, not a stream message: nothing to verify
 		// it against, and it is not counted as received.
@@ -674,6 +706,9 @@ func (h *handler) Message(ch int, seq uint64, msg []byte, recvNs int64) {
 	}
 	h.received++
 	h.app.met.tick(msg)
+	if h.last != nil {
+		h.last.note(ch, seq, msg)
+	}
 	if h.v != nil {
 		if err := h.v.Check(ch, seq, msg); err != nil {
 			h.verifyErrs++
@@ -740,7 +775,7 @@ func (h *handler) print(ch int, seq uint64, msg []byte, recvNs int64) {
 
 // flagNames lists a message's flags by name, comma separated ("" for none).
 func flagNames(f feed.Flags) string {
-	names := [...]string{"provisional", "book_incomplete", "cross", "bid_present", "ask_present"}
+	names := [...]string{"provisional", "book_incomplete", "cross", "bid_present", "ask_present", "conflated"}
 	out := ""
 	for i, n := range names {
 		if f&(1<<i) != 0 {
