@@ -10,12 +10,12 @@ import (
 
 // TestConflationAccounting runs a subscriber whose handler is 3× slower
 // than the feed (--handler-delay 150us against 20k msg/s) with --conflate
-// and a socket buffer small enough that it falls behind: every message the
-// feed handler published is received, conflated or missing, nothing is
-// missing (recovery fills what the kernel dropped), quotes were conflated,
-// and --verify holds every delivered message to its sequence and the last
-// quote of every instrument to the feed's. The same run without
-// conflation and without recovery loses messages.
+// (receive threads: --mode auto picks blocking with it) and a socket buffer
+// small enough that it falls behind: every message the feed handler
+// published is received, conflated or missing, nothing is missing, quotes
+// were conflated, and --verify holds every delivered message to its
+// sequence and the last quote of every instrument to the feed's. The same
+// subscriber without conflation and without recovery loses messages.
 func TestConflationAccounting(t *testing.T) {
 	const count = 30000
 	n := strconv.Itoa(count)

@@ -48,7 +48,7 @@ type Settings struct {
 	GroupB          string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: A line only)"`
 	Transport       string        `flag:"transport" default:"udp" help:"udp (multicast), rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address) or nats (the feed handler's live NATS subjects, for hosts without multicast)"`
 	Iface           string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to join on"`
-	Mode            string        `flag:"mode" default:"auto" help:"receive mode (udp and rdma; see docs/operations.md): auto (direct with udp, blocking with rdma), direct (udp: the handler's goroutine waits in one epoll_wait over every line's socket and receives itself; no hand-off between threads), direct-spin (udp: the same goroutine polls every socket in turn, one core for the whole subscriber), blocking (a receive thread per line sleeps in the kernel and wakes the handler) or busy-poll (a receive thread per line spins, one core each)"`
+	Mode            string        `flag:"mode" default:"auto" help:"receive mode (udp and rdma; see docs/operations.md): auto (direct with udp, blocking with rdma or with --conflate), direct (udp: the handler's goroutine waits in one epoll_wait over every line's socket and receives itself; no hand-off between threads), direct-spin (udp: the same goroutine polls every socket in turn, one core for the whole subscriber), blocking (a receive thread per line sleeps in the kernel and wakes the handler) or busy-poll (a receive thread per line spins, one core each)"`
 	CPU             int           `flag:"cpu" default:"-1" help:"pin busy-poll receive threads to this CPU (-1: no pinning)"`
 	RcvBuf          int           `flag:"rcvbuf" default:"0" help:"socket receive buffer to request in bytes (0: as large as allowed)"`
 	RingSlots       int           `flag:"ring-slots" default:"8192" help:"receive ring slots per line (power of two)"`
@@ -257,6 +257,14 @@ func (s *Settings) receiveMode(transport string) (ud.Mode, error) {
 		return ud.ParseMode(s.Mode)
 	}
 	if transport == "rdma" {
+		return ud.Blocking, nil
+	}
+	if s.Conflate {
+		// A conflating subscriber expects a handler slower than the feed.
+		// In direct mode the handler's goroutine also reads the sockets,
+		// so while it is busy the kernel's buffers overflow and conflation
+		// comes too late; receive threads keep draining the sockets into
+		// the rings, where the backlog is conflated.
 		return ud.Blocking, nil
 	}
 	return ud.Direct, nil
