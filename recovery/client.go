@@ -225,6 +225,11 @@ const (
 	maxHeard      = 4096
 	maxHeardBytes = 32 << 20
 	maxPartial    = 1024
+	// repairGrace is how long a call waits for the repair its pointer
+	// names before it asks inline: the repair precedes the pointer on the
+	// wire, so only a repair published before this client listened, or
+	// lost, takes longer.
+	repairGrace = 100 * time.Millisecond
 )
 
 // call is one request in flight.
@@ -238,6 +243,7 @@ type call struct {
 	sendErr  error        // why send failed
 	snap     bool         // an asynchronous snapshot answering res.Range
 	direct   bool         // answered inline, not by a repair (see askRepair)
+	pointed  time.Time    // when a pointer to a repair not heard yet came
 	parts    [][]byte
 	start    time.Time
 	deadline time.Time
@@ -556,12 +562,19 @@ func (c *Client) pointed(k *call, id string) (final, again bool, fail error) {
 	}
 	c.repMu.Unlock()
 	if r != nil || missed || !ok {
-		c.retire(k)
-		k.direct, k.parts = true, nil
-		c.send(k)
+		c.askInline(k)
 		return true, true, nil
 	}
+	k.pointed = time.Now()
 	return false, false, nil
+}
+
+// askInline sends call k again, to be answered on its reply subject rather
+// than by a repair; c.mu is held.
+func (c *Client) askInline(k *call) {
+	c.retire(k)
+	k.direct, k.parts, k.pointed = true, nil, time.Time{}
+	c.send(k)
 }
 
 // heardRange returns the parts of a repair of key heard recently, if any.
@@ -779,12 +792,18 @@ func (c *Client) expire() {
 		case <-c.done:
 			return
 		case now := <-t.C:
-			var late []*call
+			var late, unheard []*call
 			c.mu.Lock()
 			for _, k := range c.inflight {
-				if now.After(k.deadline) {
+				switch {
+				case now.After(k.deadline):
 					late = append(late, k)
+				case !k.pointed.IsZero() && now.Sub(k.pointed) > repairGrace:
+					unheard = append(unheard, k)
 				}
+			}
+			for _, k := range unheard {
+				c.askInline(k)
 			}
 			for _, k := range late {
 				c.retire(k)

@@ -110,8 +110,8 @@ func (c ServerConfig) validate() error {
 
 // ServerStats are a server's cumulative counters.
 type ServerStats struct {
-	Requests          uint64 // retransmit requests received
-	MessagesServed    uint64 // messages sent in retransmit replies and repairs
+	Requests       uint64 // retransmit requests received
+	MessagesServed uint64 // messages sent in retransmit replies and repairs
 	// Answers counts retransmit answers that carried messages: inline
 	// replies and repairs published (each repair once, however many
 	// requests it answered).
@@ -121,7 +121,7 @@ type ServerStats struct {
 	// Suppressed counts requests answered with a pointer to a repair
 	// already published (by this server, or a member of its queue group)
 	// within ServerConfig.RepairWindow.
-	Suppressed uint64
+	Suppressed        uint64
 	Snapshots         uint64 // snapshots served
 	SnapshotMessages  uint64 // messages sent in snapshots
 	Rejected          map[ErrorCode]uint64
