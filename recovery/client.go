@@ -270,8 +270,10 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	}
 	c := &Client{nc: nc, cfg: cfg, inbox: nc.NewInbox(), done: make(chan struct{}), wake: make(chan struct{}, 1), inflight: map[uint64]*call{},
 		partial: map[string]*heardRepair{}, byID: map[string]*heardRepair{}, byRange: map[repairKey]*heardRepair{}, highest: map[string]uint64{}}
-	// The repair subscription comes first, so that no repair this client's
-	// requests may be pointed at is published before it listens.
+	// The repair subscription goes out on the connection before any
+	// request (NATS sends subscriptions first when it connects or
+	// reconnects), so no repair answering one of this client's requests is
+	// published before the server has it.
 	rsub, err := nc.Subscribe("tickcast."+cfg.Feed+".repair.*", c.repaired)
 	if err != nil {
 		return nil, fmt.Errorf("recovery: subscribe to the repair subjects: %w", err)
@@ -285,11 +287,6 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	}
 	sub.SetPendingLimits(-1, -1)
 	c.sub = sub
-	if err := nc.Flush(); err != nil {
-		rsub.Unsubscribe()
-		sub.Unsubscribe()
-		return nil, fmt.Errorf("recovery: flush subscriptions: %w", err)
-	}
 	c.wg.Add(2)
 	go c.expire()
 	go c.sendLoop()
