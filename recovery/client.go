@@ -40,6 +40,12 @@ type ClientConfig struct {
 	// marked seqgap.Request.Snapshot, a late join's prefix, always loads
 	// it).
 	SnapshotAbove int
+	// InlineOnly asks for every answer on the request's own reply subject,
+	// as clients did before repair subjects, and does not listen to them:
+	// for NATS accounts whose subscriber users may not subscribe to
+	// tickcast.FEED.repair.> (docs/recovery.md). Each request then costs
+	// the server a reply of its own, however many ask for the same range.
+	InlineOnly bool
 }
 
 // Defaults of a ClientConfig.
@@ -274,15 +280,19 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	// request (NATS sends subscriptions first when it connects or
 	// reconnects), so no repair answering one of this client's requests is
 	// published before the server has it.
-	rsub, err := nc.Subscribe("tickcast."+cfg.Feed+".repair.*", c.repaired)
-	if err != nil {
-		return nil, fmt.Errorf("recovery: subscribe to the repair subjects: %w", err)
+	if !cfg.InlineOnly {
+		rsub, err := nc.Subscribe("tickcast."+cfg.Feed+".repair.*", c.repaired)
+		if err != nil {
+			return nil, fmt.Errorf("recovery: subscribe to the repair subjects: %w", err)
+		}
+		rsub.SetPendingLimits(-1, -1)
+		c.repSub = rsub
 	}
-	rsub.SetPendingLimits(-1, -1)
-	c.repSub = rsub
 	sub, err := nc.Subscribe(c.inbox+".*", c.reply)
 	if err != nil {
-		rsub.Unsubscribe()
+		if c.repSub != nil {
+			c.repSub.Unsubscribe()
+		}
 		return nil, fmt.Errorf("recovery: subscribe to the reply inbox %s: %w", c.inbox, err)
 	}
 	sub.SetPendingLimits(-1, -1)
@@ -301,7 +311,9 @@ func (c *Client) Close() {
 	c.close.Do(func() {
 		close(c.done)
 		c.sub.Unsubscribe()
-		c.repSub.Unsubscribe()
+		if c.repSub != nil {
+			c.repSub.Unsubscribe()
+		}
 		c.wg.Wait()
 		// Fail whatever is in flight or queued, so no caller waits forever.
 		c.mu.Lock()
@@ -392,6 +404,7 @@ func (c *Client) startRequest(o outgoing) {
 			want:    req,
 			res:     &Result{Channel: o.ch, Session: session, Range: seqgap.Range{From: from, To: from + n - 1}},
 			start:   o.start,
+			direct:  c.cfg.InlineOnly,
 		}
 		from += n
 		if parts, ok := c.heardRange(repairKey{ch: o.ch, req: req}); ok {

@@ -218,6 +218,18 @@ func TestRepairMissed(t *testing.T) {
 	if ss := e.srv.Stats(); ss.Answers != 3 || ss.Repairs != 1 || ss.Suppressed != 1 {
 		t.Fatalf("after an old client's request: server stats %+v, want 3 answers, 1 repair, 1 suppressed", ss)
 	}
+
+	// So is a client with InlineOnly.
+	inline := newClient(t, connectOther(t, e), ClientConfig{Timeout: natsWait, InlineOnly: true})
+	inline.Request(0, seqgap.Request{Session: st.session, Range: rng})
+	r = results(t, inline, newNotify(inline), 1)[0]
+	if r.Err != nil || r.Outcome != seqgap.AnswerPackets || r.Range != rng {
+		t.Fatalf("InlineOnly client: result %+v", r)
+	}
+	checkPackets(t, r.Packets, st.session, rng.From, int(rng.Len()), log)
+	if ss := e.srv.Stats(); ss.Requests != 5 || ss.Answers != 4 || ss.Repairs != 1 || ss.Suppressed != 1 {
+		t.Fatalf("after an InlineOnly client's request: server stats %+v, want 5 requests, 4 answers, 1 repair, 1 suppressed", ss)
+	}
 }
 
 // TestRepairQueueGroup serves one channel from two servers in one queue

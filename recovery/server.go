@@ -183,6 +183,9 @@ type repairEntry struct {
 	id    string
 	parts int
 	at    time.Time
+	// pointer holds the headers of the pointers to the repair, built
+	// once; they are only read after.
+	pointer nats.Header
 }
 
 type bucket struct {
@@ -438,7 +441,7 @@ func (s *Server) retransmit(m *nats.Msg) {
 			// Someone asked for this range moments ago: the repair
 			// already went to every client of the feed.
 			s.suppressed.Add(1)
-			s.point(m.Reply, key, e)
+			s.point(m.Reply, e)
 			return
 		}
 	}
@@ -474,7 +477,7 @@ func (s *Server) publishRepair(reply string, key repairKey, parts [][]byte) {
 	s.repairN++
 	e := repairEntry{id: repairID(s.token, s.repairN), parts: len(parts)}
 	s.mu.Unlock()
-	hdr := rangeHeader(key, e)
+	hdr := rangeHeader(key, &e)
 	if s.send(RepairSubject(s.cfg.Feed, key.ch), parts, hdr) != nil {
 		// The requester's pointer would lead nowhere: let it time out
 		// and ask again.
@@ -485,25 +488,28 @@ func (s *Server) publishRepair(reply string, key repairKey, parts [][]byte) {
 	s.served.Add(uint64(key.req.Count))
 	e.at = time.Now()
 	s.remember(key, e)
-	s.point(reply, key, e)
+	s.point(reply, e)
 }
 
-// rangeHeader returns the headers that name repair e of key.
-func rangeHeader(key repairKey, e repairEntry) nats.Header {
+// rangeHeader returns the headers that name repair e of key, and sets
+// e.pointer to them with the final marker added.
+func rangeHeader(key repairKey, e *repairEntry) nats.Header {
 	hdr := nats.Header{}
 	hdr.Set(HeaderRepair, e.id)
 	hdr.Set(HeaderSession, key.req.Session.String())
 	hdr.Set(HeaderFirst, strconv.FormatUint(key.req.Seq, 10))
 	hdr.Set(HeaderCount, strconv.Itoa(int(key.req.Count)))
+	e.pointer = nats.Header{HeaderFinal: []string{strconv.Itoa(e.parts)}}
+	for k, v := range hdr {
+		e.pointer[k] = v
+	}
 	return hdr
 }
 
 // point answers a request with a pointer to repair e: a final marker on the
-// reply subject that names the repair and its part count.
-func (s *Server) point(reply string, key repairKey, e repairEntry) {
-	msg := &nats.Msg{Subject: reply, Header: rangeHeader(key, e)}
-	msg.Header.Set(HeaderFinal, strconv.Itoa(e.parts))
-	s.nc.PublishMsg(msg)
+// reply subject that names the repair, its range and its part count.
+func (s *Server) point(reply string, e repairEntry) {
+	s.nc.PublishMsg(&nats.Msg{Subject: reply, Header: e.pointer})
 }
 
 // recentRepair returns the repair of key published within the repair
@@ -550,8 +556,10 @@ func (s *Server) peerRepair(m *nats.Msg) {
 	if errors.Join(err, err2, err3, err4, err5) != nil {
 		return
 	}
-	s.remember(repairKey{ch: ch, req: mold.Request{Session: session, Seq: first, Count: uint16(count)}},
-		repairEntry{id: id, parts: parts, at: time.Now()})
+	key := repairKey{ch: ch, req: mold.Request{Session: session, Seq: first, Count: uint16(count)}}
+	e := repairEntry{id: id, parts: parts, at: time.Now()}
+	rangeHeader(key, &e)
+	s.remember(key, e)
 }
 
 // readParts copies the requested messages out of the store into packets.
