@@ -62,23 +62,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // fresh inbox and returns the one message it is answered with.
 func repairRequest(t *testing.T, nc *nats.Conn, req mold.Request) *nats.Msg {
 	t.Helper()
-	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	msg := &nats.Msg{Subject: RetransmitSubject(DefaultFeed, 0), Reply: inbox, Data: req.Append(nil),
-		Header: nats.Header{HeaderAnswer: []string{AnswerRepair}}}
-	if err := nc.PublishMsg(msg); err != nil {
-		t.Fatal(err)
-	}
-	m, err := sub.NextMsg(natsWait)
-	if err != nil {
-		t.Fatalf("answer to %+v: %v", req, err)
-	}
-	if m.Header.Get(HeaderRepair) == "" || m.Header.Get(HeaderFinal) == "" || len(m.Data) != 0 {
-		t.Fatalf("answer to %+v: headers %v, %d bytes, want a pointer to a repair", req, m.Header, len(m.Data))
+	msgs := requestMsg(t, nc, &nats.Msg{Subject: RetransmitSubject(DefaultFeed, 0), Data: req.Append(nil),
+		Header: nats.Header{HeaderAnswer: []string{AnswerRepair}}})
+	m := msgs[0]
+	if len(msgs) != 1 || m.Header.Get(HeaderRepair) == "" || len(m.Data) != 0 {
+		t.Fatalf("answer to %+v: %d messages, the first with headers %v and %d bytes, want a pointer to a repair", req, len(msgs), m.Header, len(m.Data))
 	}
 	return m
 }
