@@ -23,6 +23,7 @@
 # Not part of the test run: 20 subscriber processes want the machine's cores
 # for the few seconds of the run.
 set -euo pipefail
+export FH_OUT FH_LOG FH_TIME
 cd "$(dirname "$0")/.."
 
 BIN="" SUBS=20 RATE=20000 COUNT=60000 LOSS=0.01 SEED=5
@@ -40,6 +41,7 @@ while [ $# -gt 0 ]; do
 done
 
 OUT=$(mktemp -d /tmp/recovery-storm.XXXXXX)
+FH_OUT=$OUT/fh.json FH_LOG=$OUT/fh.log FH_TIME=$OUT/fh.time
 if [ -z "$BIN" ]; then
 	BIN=$OUT/bin
 	go build -o "$BIN/" ./cmd/feedhandler ./cmd/subscriber
@@ -79,9 +81,14 @@ for i in $(seq 1 "$SUBS"); do
 	grep -q '"subscribed"' "$OUT/sub$i.log" || { echo "subscriber $i did not subscribe: $OUT/sub$i.log" >&2; exit 1; }
 done
 
-TIMEFORMAT='%R %U %S'
-{ time "$BIN/feedhandler" --group "$GROUP" --nats-url "nats://127.0.0.1:$PORT" --count "$COUNT" --rate "$RATE" \
-	--pace-spin 1us --linger 3s --metrics-addr "" --log-format json >"$OUT/fh.json" 2>"$OUT/fh.log"; } 2>"$OUT/fh.time"
+# The feed handler runs in a shell of its own, whose only child it is, so
+# that the shell's "times" is its CPU time alone (this shell's children
+# include the subscribers).
+start=$(date +%s.%N)
+bash -c '"$@" >"$FH_OUT" 2>"$FH_LOG"; times >"$FH_TIME"' _ \
+	"$BIN/feedhandler" --group "$GROUP" --nats-url "nats://127.0.0.1:$PORT" --count "$COUNT" --rate "$RATE" \
+	--pace-spin 1us --linger 3s --metrics-addr "" --log-format json
+real=$(echo "$(date +%s.%N) - $start" | bc)
 for p in "${pids[@]}"; do wait "$p" || true; done
 pids=()
 # The NATS server's CPU time, from /proc (clock ticks), before it stops.
@@ -90,7 +97,9 @@ kill "$NATS_PID"
 wait "$NATS_PID" 2>/dev/null || true
 NATS_PID=""
 
-read -r real user sys <"$OUT/fh.time"
+# "times" prints the shell's own, then its children's user and system
+# time, in minutes and seconds: 0m1.234s 0m0.567s.
+read -r user sys < <(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); printf "%s ", a[1] * 60 + a[2] } print "" }' "$OUT/fh.time")
 tail -n 1 "$OUT/fh.json" >"$OUT/fh.summary.json"
 cat "$OUT"/sub*.json | grep '^{' | jq -s --slurpfile fh "$OUT/fh.summary.json" \
 	--arg out "$OUT" --argjson subs "$SUBS" --argjson rate "$RATE" --argjson count "$COUNT" --argjson loss "$LOSS" \
