@@ -155,8 +155,10 @@ type ClientStats struct {
 
 // Client is the subscriber side of recovery. The trackers' requests are
 // handed over (Request) and sent by the client's own goroutine; every reply
-// comes to one inbox subscription, where the parts are collected, and the
-// completed answers wait for the polling goroutine to apply them (Drain).
+// comes to one inbox subscription, where the parts are collected, and every
+// repair to a subscription to the repair subjects, where it answers the
+// requests of its range; the completed answers wait for the polling
+// goroutine to apply them (Drain).
 // The polling goroutine never waits for NATS: Request and Drain take only
 // locks that nothing holds across a publish (a publish can wait while the
 // connection reconnects), and one slow request does not hold up the others.
