@@ -341,6 +341,7 @@ func (s Summary) Fields() map[string]any {
 		"unknown_instrument": st.UnknownInstrument, "interrupted": s.Interrupted,
 		"duration_reached":    s.DurationReached,
 		"retransmit_requests": rst.Requests, "retransmitted": rst.MessagesServed, "snapshots": rst.Snapshots,
+		"retransmit_answers": rst.Answers, "repairs": rst.Repairs, "requests_suppressed": rst.Suppressed,
 		"recovery_rejected": rst.Rejected, "live_published": rst.LivePublished, "live_skipped": rst.LiveSkipped,
 		"live_dropped": rst.LiveDropped,
 	}

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/seqgap"
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkRecoveryLatency measures a subscriber's recovery of a gap over
@@ -56,4 +59,79 @@ func BenchmarkRecoveryLatency(b *testing.B) {
 			b.SetBytes(int64(bytes / uint64(len(lat))))
 		})
 	}
+}
+
+// BenchmarkSharedLoss measures what one loss seen by many subscribers costs:
+// each iteration has 20 clients, each on a connection of its own, ask for
+// the same range at once (one datagram's messages), through an embedded
+// NATS server, until every one has its answer. With repairs the server
+// publishes the range once; inline (ClientConfig.InlineOnly, the protocol
+// before repairs) it replies to each. It reports the process's CPU time
+// per loss (server, NATS server and clients, all in this process), the
+// answers the server sent per loss, and the p99 of the clients' latencies.
+func BenchmarkSharedLoss(b *testing.B) {
+	const clients, gap, published = 20, 8, 200_000
+	c := newTestChannel(b, StoreConfig{})
+	st := newStream(b, "SL00000001", 1000, 5, false)
+	publishTo(b, c, st, nil, published, nil)
+	for _, mode := range []struct {
+		name   string
+		inline bool
+	}{{"repair", false}, {"inline", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			ns := startNATS(b, natsconn.ServerConfig{})
+			srvConn, _ := connectNATS(b, natsconn.ConnConfig{URL: ns.ClientURL(), Name: "feedhandler"})
+			srv := newServer(b, srvConn, ServerConfig{Channels: []*Channel{c}, RateLimit: 1e15})
+			var clis []*Client
+			var notes []chan struct{}
+			for range clients {
+				nc, _ := connectNATS(b, natsconn.ConnConfig{URL: ns.ClientURL(), Name: "subscriber"})
+				cli := newClient(b, nc, ClientConfig{Timeout: 10 * time.Second, InlineOnly: mode.inline})
+				clis = append(clis, cli)
+				notes = append(notes, newNotify(cli))
+			}
+			lat := make([]time.Duration, 0, 1<<16)
+			before := srv.Stats()
+			cpu0 := cpuTime()
+			i := uint64(0)
+			for b.Loop() {
+				first := 1 + (i*7919)%(published-gap)
+				i++
+				req := seqgap.Request{Session: st.session, Range: seqgap.Range{From: first, To: first + gap - 1}}
+				for _, cli := range clis {
+					cli.Request(0, req)
+				}
+				for k, cli := range clis {
+					for got := false; !got; {
+						cli.Drain(func(r *Result) {
+							if r.Err != nil {
+								b.Fatalf("client %d: %v", k, r.Err)
+							}
+							lat = append(lat, r.Latency)
+							got = true
+						})
+						if !got {
+							<-notes[k]
+						}
+					}
+				}
+			}
+			cpu := cpuTime() - cpu0
+			after := srv.Stats()
+			slices.Sort(lat)
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/loss")
+			b.ReportMetric(float64(after.Answers-before.Answers)/float64(b.N), "answers/loss")
+			b.ReportMetric(float64(after.Requests-before.Requests)/float64(b.N), "requests/loss")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
+
+// cpuTime returns the CPU time the process has used (user and system).
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -40,6 +40,12 @@ type ClientConfig struct {
 	// marked seqgap.Request.Snapshot, a late join's prefix, always loads
 	// it).
 	SnapshotAbove int
+	// InlineOnly asks for every answer on the request's own reply subject,
+	// as clients did before repair subjects, and does not listen to them:
+	// for NATS accounts whose subscriber users may not subscribe to
+	// tickcast.FEED.repair.> (docs/recovery.md). Each request then costs
+	// the server a reply of its own, however many ask for the same range.
+	InlineOnly bool
 }
 
 // Defaults of a ClientConfig.
@@ -141,12 +147,18 @@ type ClientStats struct {
 	Requests  uint64 // requests sent
 	Failed    uint64 // requests that failed (error reply, timeout, queue full)
 	Recovered uint64 // messages received in replies
+	// Heard counts ranges answered by a repair the client heard on a
+	// repair subject (asked for by another client, or by this one before)
+	// before it sent a request for them.
+	Heard uint64
 }
 
 // Client is the subscriber side of recovery. The trackers' requests are
 // handed over (Request) and sent by the client's own goroutine; every reply
-// comes to one inbox subscription, where the parts are collected, and the
-// completed answers wait for the polling goroutine to apply them (Drain).
+// comes to one inbox subscription, where the parts are collected, and every
+// repair to a subscription to the repair subjects, where it answers the
+// requests of its range; the completed answers wait for the polling
+// goroutine to apply them (Drain).
 // The polling goroutine never waits for NATS: Request and Drain take only
 // locks that nothing holds across a publish (a publish can wait while the
 // connection reconnects), and one slow request does not hold up the others.
@@ -177,8 +189,56 @@ type Client struct {
 	results []*Result
 	pending atomic.Int64
 
-	requests, failed, recovered atomic.Uint64
+	requests, failed, recovered, heard atomic.Uint64
+
+	// Repairs heard on the repair subjects (see repaired).
+	repSub   *nats.Subscription
+	repMu    sync.Mutex // never held while publishing, nor while taking mu
+	partial  map[string]*heardRepair
+	byID     map[string]*heardRepair
+	byRange  map[repairKey]*heardRepair
+	heardQ   []*heardRepair // oldest first
+	heardLen int            // bytes of the parts in heardQ
+	highest  map[string]uint64
 }
+
+// heardRepair is a repair heard on a repair subject.
+type heardRepair struct {
+	id    string
+	key   repairKey
+	parts [][]byte
+	bytes int
+	at    time.Time
+	given bool // its parts were handed out once: later takers get copies
+}
+
+// take returns r's parts for one answer; c.repMu is held.
+func (r *heardRepair) take() [][]byte {
+	if !r.given {
+		r.given = true
+		return r.parts
+	}
+	cp := make([][]byte, len(r.parts))
+	for i, p := range r.parts {
+		cp[i] = append([]byte(nil), p...)
+	}
+	return cp
+}
+
+// How long and how many repairs a client keeps: long enough for the
+// pointer of a request the server answered with a repair already sent
+// (ServerConfig.RepairWindow) to find it.
+const (
+	heardKeep     = 2 * time.Second
+	maxHeard      = 4096
+	maxHeardBytes = 32 << 20
+	maxPartial    = 1024
+	// repairGrace is how long a call waits for the repair its pointer
+	// names before it asks inline: the repair precedes the pointer on the
+	// wire, so only a repair published before this client listened, or
+	// lost, takes longer.
+	repairGrace = 100 * time.Millisecond
+)
 
 // call is one request in flight.
 type call struct {
@@ -190,6 +250,8 @@ type call struct {
 	wait     chan *answer // for callers that wait (Retransmit, Snapshot) instead of Drain
 	sendErr  error        // why send failed
 	snap     bool         // an asynchronous snapshot answering res.Range
+	direct   bool         // answered inline, not by a repair (see askRepair)
+	pointed  time.Time    // when a pointer to a repair not heard yet came
 	parts    [][]byte
 	start    time.Time
 	deadline time.Time
@@ -214,9 +276,25 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{nc: nc, cfg: cfg, inbox: nc.NewInbox(), done: make(chan struct{}), wake: make(chan struct{}, 1), inflight: map[uint64]*call{}}
+	c := &Client{nc: nc, cfg: cfg, inbox: nc.NewInbox(), done: make(chan struct{}), wake: make(chan struct{}, 1), inflight: map[uint64]*call{},
+		partial: map[string]*heardRepair{}, byID: map[string]*heardRepair{}, byRange: map[repairKey]*heardRepair{}, highest: map[string]uint64{}}
+	// The repair subscription goes out on the connection before any
+	// request (NATS sends subscriptions first when it connects or
+	// reconnects), so no repair answering one of this client's requests is
+	// published before the server has it.
+	if !cfg.InlineOnly {
+		rsub, err := nc.Subscribe("tickcast."+cfg.Feed+".repair.*", c.repaired)
+		if err != nil {
+			return nil, fmt.Errorf("recovery: subscribe to the repair subjects: %w", err)
+		}
+		rsub.SetPendingLimits(-1, -1)
+		c.repSub = rsub
+	}
 	sub, err := nc.Subscribe(c.inbox+".*", c.reply)
 	if err != nil {
+		if c.repSub != nil {
+			c.repSub.Unsubscribe()
+		}
 		return nil, fmt.Errorf("recovery: subscribe to the reply inbox %s: %w", c.inbox, err)
 	}
 	sub.SetPendingLimits(-1, -1)
@@ -235,6 +313,9 @@ func (c *Client) Close() {
 	c.close.Do(func() {
 		close(c.done)
 		c.sub.Unsubscribe()
+		if c.repSub != nil {
+			c.repSub.Unsubscribe()
+		}
 		c.wg.Wait()
 		// Fail whatever is in flight or queued, so no caller waits forever.
 		c.mu.Lock()
@@ -263,7 +344,7 @@ func errClosed(k *call) error {
 
 // Stats returns the counters.
 func (c *Client) Stats() ClientStats {
-	return ClientStats{Requests: c.requests.Load(), Failed: c.failed.Load(), Recovered: c.recovered.Load()}
+	return ClientStats{Requests: c.requests.Load(), Failed: c.failed.Load(), Recovered: c.recovered.Load(), Heard: c.heard.Load()}
 }
 
 // Request hands over a request of channel ch's tracker; the client's
@@ -319,14 +400,24 @@ func (c *Client) startRequest(o outgoing) {
 	for from := rng.From; from <= rng.To; {
 		n := min(rng.To-from+1, uint64(c.cfg.MaxPerRequest))
 		req := mold.Request{Session: session, Seq: from, Count: uint16(n)}
-		c.start(&call{
+		k := &call{
 			subject: RetransmitSubject(c.cfg.Feed, o.ch),
 			payload: req.Append(nil),
 			want:    req,
 			res:     &Result{Channel: o.ch, Session: session, Range: seqgap.Range{From: from, To: from + n - 1}},
 			start:   o.start,
-		})
+			direct:  c.cfg.InlineOnly,
+		}
 		from += n
+		if parts, ok := c.heardRange(repairKey{ch: o.ch, req: req}); ok {
+			// Another client asked for this range moments ago and its
+			// repair reached this one too: nothing to ask.
+			c.heard.Add(1)
+			k.parts = parts
+			c.complete(k, nil, nil)
+			continue
+		}
+		c.start(k)
 	}
 }
 
@@ -367,11 +458,25 @@ func (c *Client) send(k *call) {
 	k.deadline = time.Now().Add(c.cfg.Timeout)
 	c.inflight[k.id] = k
 	c.requests.Add(1)
-	if err := c.nc.PublishRequest(k.subject, c.inbox+"."+strconv.FormatUint(k.id, 10), k.payload); err != nil {
+	reply := c.inbox + "." + strconv.FormatUint(k.id, 10)
+	var err error
+	if k.askRepair() {
+		err = c.nc.PublishMsg(&nats.Msg{Subject: k.subject, Reply: reply, Data: k.payload, Header: nats.Header{HeaderAnswer: []string{AnswerRepair}}})
+	} else {
+		err = c.nc.PublishRequest(k.subject, reply, k.payload)
+	}
+	if err != nil {
 		delete(c.inflight, k.id)
 		k.sendErr = &ReplyError{Reason: fmt.Sprintf("%s: send: %v", k.subject, err), Err: err}
 		c.unsent = append(c.unsent, k)
 	}
+}
+
+// askRepair reports whether k asks for its answer as a repair: an
+// asynchronous retransmit whose pointer did not lead to a repair this client
+// missed.
+func (k *call) askRepair() bool {
+	return k.wait == nil && !k.snap && !k.direct && k.want.Count > 0
 }
 
 // failUnsent fails the requests send set aside; c.mu must not be held.
@@ -436,6 +541,8 @@ func (c *Client) take(k *call, m *nats.Msg) (final, again bool, fail error) {
 		e.Next, _ = strconv.ParseUint(m.Header.Get(HeaderNext), 10, 64)
 		e.Ended = m.Header.Get(HeaderEnded) == "true"
 		return true, c.askAgain(k, e), e
+	case m.Header.Get(HeaderRepair) != "":
+		return c.pointed(k, m.Header.Get(HeaderRepair))
 	case m.Header.Get(HeaderFinal) != "":
 		if n, err := strconv.Atoi(m.Header.Get(HeaderFinal)); err != nil || n != len(k.parts) {
 			fail = &ReplyError{Reason: fmt.Sprintf("%s: final marker says %q parts, %d received", k.subject, m.Header.Get(HeaderFinal), len(k.parts))}
@@ -447,6 +554,146 @@ func (c *Client) take(k *call, m *nats.Msg) (final, again bool, fail error) {
 	}
 	k.parts = append(k.parts, m.Data)
 	return false, false, nil
+}
+
+// pointed takes the pointer that answers call k with repair id; c.mu is
+// held. A repair already heard completes the call. One this client cannot
+// have heard any more (the server published a later one that arrived, or it
+// was forgotten) is asked for again, answered inline; otherwise it is on its
+// way, and repaired completes the call when it arrives (or the call times
+// out).
+func (c *Client) pointed(k *call, id string) (final, again bool, fail error) {
+	c.repMu.Lock()
+	r := c.byID[id]
+	token, n, ok := parseRepairID(id)
+	missed := ok && r == nil && n <= c.highest[token]
+	if r != nil && r.key == (repairKey{ch: k.res.Channel, req: k.want}) {
+		k.parts = r.take()
+		c.repMu.Unlock()
+		return true, false, nil
+	}
+	c.repMu.Unlock()
+	if r != nil || missed || !ok {
+		c.askInline(k)
+		return true, true, nil
+	}
+	k.pointed = time.Now()
+	return false, false, nil
+}
+
+// askInline sends call k again, to be answered on its reply subject rather
+// than by a repair; c.mu is held.
+func (c *Client) askInline(k *call) {
+	c.retire(k)
+	k.direct, k.parts, k.pointed = true, nil, time.Time{}
+	c.send(k)
+}
+
+// heardRange returns the parts of a repair of key heard recently, if any.
+func (c *Client) heardRange(key repairKey) ([][]byte, bool) {
+	c.repMu.Lock()
+	defer c.repMu.Unlock()
+	r := c.byRange[key]
+	if r == nil || time.Since(r.at) > heardKeep {
+		return nil, false
+	}
+	return r.take(), true
+}
+
+// repaired collects the repairs published on the repair subjects, on the
+// subscription's goroutine. A complete repair is kept for a while, and
+// answers every request of this client in flight for its range.
+func (c *Client) repaired(m *nats.Msg) {
+	id := m.Header.Get(HeaderRepair)
+	token, n, ok := parseRepairID(id)
+	if !ok {
+		return
+	}
+	c.repMu.Lock()
+	if m.Header.Get(HeaderFinal) == "" {
+		r := c.partial[id]
+		if r == nil {
+			if len(c.partial) >= maxPartial {
+				clear(c.partial) // final markers lost: bounded memory
+			}
+			r = &heardRepair{id: id}
+			c.partial[id] = r
+		}
+		r.parts = append(r.parts, m.Data)
+		r.bytes += len(m.Data)
+		c.repMu.Unlock()
+		return
+	}
+	r := c.partial[id]
+	delete(c.partial, id)
+	if r == nil {
+		r = &heardRepair{id: id}
+	}
+	c.highest[token] = max(c.highest[token], n)
+	key, err := repairKeyOf(m)
+	if err != nil || strconv.Itoa(len(r.parts)) != m.Header.Get(HeaderFinal) {
+		c.repMu.Unlock()
+		return // incomplete: a pointer to it asks again
+	}
+	r.key, r.at = key, time.Now()
+	c.keepHeard(r)
+	c.repMu.Unlock()
+
+	var ks []*call
+	c.mu.Lock()
+	for _, k := range c.inflight {
+		if k.wait == nil && !k.snap && k.res.Channel == key.ch && k.want == key.req {
+			ks = append(ks, k)
+		}
+	}
+	for _, k := range ks {
+		c.retire(k)
+	}
+	c.mu.Unlock()
+	c.failUnsent()
+	for _, k := range ks {
+		c.repMu.Lock()
+		k.parts = r.take()
+		c.repMu.Unlock()
+		c.complete(k, nil, nil)
+	}
+}
+
+// repairKeyOf reads the range a repair's final marker names.
+func repairKeyOf(m *nats.Msg) (repairKey, error) {
+	ch, err := channelOf(m.Subject)
+	session, err2 := mold.ParseSession(m.Header.Get(HeaderSession))
+	first, err3 := strconv.ParseUint(m.Header.Get(HeaderFirst), 10, 64)
+	count, err4 := strconv.ParseUint(m.Header.Get(HeaderCount), 10, 16)
+	if err := errors.Join(err, err2, err3, err4); err != nil {
+		return repairKey{}, err
+	}
+	return repairKey{ch: ch, req: mold.Request{Session: session, Seq: first, Count: uint16(count)}}, nil
+}
+
+// keepHeard keeps complete repair r, and forgets the oldest beyond the
+// client's bounds; c.repMu is held.
+func (c *Client) keepHeard(r *heardRepair) {
+	if len(c.highest) > maxPartial {
+		clear(c.highest)
+	}
+	c.heardQ = append(c.heardQ, r)
+	c.heardLen += r.bytes
+	c.byID[r.id] = r
+	c.byRange[r.key] = r
+	for len(c.heardQ) > 0 {
+		old := c.heardQ[0]
+		if len(c.heardQ) <= maxHeard && c.heardLen <= maxHeardBytes && r.at.Sub(old.at) <= heardKeep {
+			break
+		}
+		c.heardQ[0] = nil
+		c.heardQ = c.heardQ[1:]
+		c.heardLen -= old.bytes
+		delete(c.byID, old.id)
+		if c.byRange[old.key] == old {
+			delete(c.byRange, old.key)
+		}
+	}
 }
 
 // askAgain turns error reply e of call k into another request where one
@@ -557,12 +804,18 @@ func (c *Client) expire() {
 		case <-c.done:
 			return
 		case now := <-t.C:
-			var late []*call
+			var late, unheard []*call
 			c.mu.Lock()
 			for _, k := range c.inflight {
-				if now.After(k.deadline) {
+				switch {
+				case now.After(k.deadline):
 					late = append(late, k)
+				case !k.pointed.IsZero() && now.Sub(k.pointed) > repairGrace:
+					unheard = append(unheard, k)
 				}
+			}
+			for _, k := range unheard {
+				c.askInline(k)
 			}
 			for _, k := range late {
 				c.retire(k)

@@ -11,7 +11,10 @@
 //     tickcast.FEED.retransmit.CH is answered with MoldUDP64 packets carrying
 //     exactly those messages, byte-identical to the originals, as a
 //     multi-part reply that ends with a final marker, or with a typed error
-//     reply (unknown session, too old, not yet, too many, rate limited);
+//     reply (unknown session, too old, not yet, too many, rate limited); a
+//     request that asks for a repair (Tickcast-Answer: repair) is answered
+//     once per range within a short window, on tickcast.FEED.repair.CH,
+//     which every client hears, and each requester gets a pointer to it;
 //   - snapshot: a request on tickcast.FEED.snapshot.CH is answered with the
 //     channel's state in the same multi-part form, with the sequence it
 //     reflects;
@@ -27,7 +30,10 @@
 // the polling goroutine gives to its tracker (seqgap.Tracker.Answer) without
 // reading error codes: recovered messages are released in order like any
 // other, refused ranges are reported lost, ranges that failed in transit are
-// asked for again. Nothing on the receive path waits for NATS.
+// asked for again. Nothing on the receive path waits for NATS. The client
+// listens to the repair subjects: a repair answers its requests of the same
+// range, and a range already repaired for another subscriber is not asked
+// for at all.
 //
 // docs/recovery.md is the protocol's contract: subjects, headers, error codes.
 package recovery

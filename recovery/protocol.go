@@ -18,7 +18,25 @@ const (
 	HeaderSession     = "Tickcast-Session"
 	HeaderSnapshotSeq = "Tickcast-Snapshot-Seq"
 	HeaderEnded       = "Tickcast-Ended"
+	// HeaderRepair names a repair: on every message of a repair published
+	// on a repair subject, and on the pointer that answers a request with
+	// it. Its value is the server's token and the repair's number,
+	// "TOKEN-N".
+	HeaderRepair = "Tickcast-Repair"
+	// HeaderFirst and HeaderCount give a repair's range (with
+	// HeaderSession) on its final marker and on pointers.
+	HeaderFirst = "Tickcast-First"
+	HeaderCount = "Tickcast-Count"
+	// HeaderAnswer on a retransmit request, with the value AnswerRepair,
+	// asks for the answer on the channel's repair subject.
+	HeaderAnswer = "Tickcast-Answer"
 )
+
+// AnswerRepair is the HeaderAnswer value of a request that takes its answer
+// from the channel's repair subject: the server publishes the messages there,
+// once for every request of the same range within its repair window, and
+// answers the request itself with a pointer to that repair.
+const AnswerRepair = "repair"
 
 // MaxPartBytes is the largest MoldUDP64 packet one reply part carries: far
 // below NATS's default 1 MiB maximum payload, and below the 65,507 bytes a
@@ -41,6 +59,29 @@ func SnapshotSubject(feed string, ch int) string {
 // LiveSubject is where channel ch's datagrams are published over NATS.
 func LiveSubject(feed string, ch int) string {
 	return "tickcast." + feed + ".live." + strconv.Itoa(ch)
+}
+
+// RepairSubject is where channel ch's repairs are published: the answers
+// to retransmit requests that asked for them (HeaderAnswer), heard by every
+// client of the feed.
+func RepairSubject(feed string, ch int) string {
+	return "tickcast." + feed + ".repair." + strconv.Itoa(ch)
+}
+
+// repairID is a repair's HeaderRepair value.
+func repairID(token string, n uint64) string {
+	return token + "-" + strconv.FormatUint(n, 10)
+}
+
+// parseRepairID splits a HeaderRepair value into the server's token and the
+// repair's number.
+func parseRepairID(id string) (token string, n uint64, ok bool) {
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseUint(id[i+1:], 10, 64)
+	return id[:i], n, err == nil
 }
 
 // ValidateFeed checks a feed name: one NATS subject token of letters,

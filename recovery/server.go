@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast/mold"
 )
@@ -38,6 +39,17 @@ type ServerConfig struct {
 	// subjects (see Live); default DefaultLiveQueue. Each slot takes the
 	// size of the longest datagram it has held.
 	LiveQueue int
+	// RepairWindow is how long after publishing a repair the server
+	// answers further requests of the same channel, session and range with
+	// a pointer to it instead of publishing it again (requests that ask for
+	// repairs, HeaderAnswer); default DefaultRepairWindow.
+	RepairWindow time.Duration
+	// Queue, if set, is the NATS queue group the server takes requests in,
+	// so that several feed handlers serving the same sessions share them.
+	// The server then also listens to the repair subjects, so that a
+	// request for a range another member has just repaired is answered
+	// with a pointer to that repair.
+	Queue string
 	// Log receives one line per rejected request (rate-limited to a few per
 	// second) and the server's lifecycle.
 	Log zerolog.Logger
@@ -52,7 +64,14 @@ const (
 	// DefaultLiveQueue is the default ServerConfig.LiveQueue: at 100,000
 	// datagrams a second, 40 ms of live feed.
 	DefaultLiveQueue = 4096
+	// DefaultRepairWindow is the default ServerConfig.RepairWindow: long
+	// enough for every subscriber that lost the same datagram to ask, far
+	// shorter than a client's timeout.
+	DefaultRepairWindow = 250 * time.Millisecond
 )
+
+// maxRepairWindow bounds ServerConfig.RepairWindow.
+const maxRepairWindow = time.Minute
 
 // maxLiveQueue bounds ServerConfig.LiveQueue (about 100 MB of slots).
 const maxLiveQueue = 1 << 16
@@ -65,6 +84,7 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	config.Default(&c.MaxRetransmit, DefaultMaxRetransmit)
 	config.Default(&c.RateLimit, DefaultRateLimit)
 	config.Default(&c.LiveQueue, DefaultLiveQueue)
+	config.Default(&c.RepairWindow, DefaultRepairWindow)
 	return c
 }
 
@@ -82,14 +102,26 @@ func (c ServerConfig) validate() error {
 		return serverCheck.Invalid("RateLimit", c.RateLimit, "want more than 0 messages per second")
 	case c.LiveQueue < 1 || c.LiveQueue > maxLiveQueue:
 		return serverCheck.Invalid("LiveQueue", c.LiveQueue, "want 1..%d datagrams", maxLiveQueue)
+	case c.RepairWindow < 0 || c.RepairWindow > maxRepairWindow:
+		return serverCheck.Invalid("RepairWindow", c.RepairWindow, "want 0..%v", maxRepairWindow)
 	}
 	return nil
 }
 
 // ServerStats are a server's cumulative counters.
 type ServerStats struct {
-	Requests          uint64 // retransmit requests received
-	MessagesServed    uint64 // messages sent in retransmit replies
+	Requests       uint64 // retransmit requests received
+	MessagesServed uint64 // messages sent in retransmit replies and repairs
+	// Answers counts retransmit answers that carried messages: inline
+	// replies and repairs published (each repair once, however many
+	// requests it answered).
+	Answers uint64
+	// Repairs counts repairs published on the repair subjects.
+	Repairs uint64
+	// Suppressed counts requests answered with a pointer to a repair
+	// already published (by this server, or a member of its queue group)
+	// within ServerConfig.RepairWindow.
+	Suppressed        uint64
 	Snapshots         uint64 // snapshots served
 	SnapshotMessages  uint64 // messages sent in snapshots
 	Rejected          map[ErrorCode]uint64
@@ -116,6 +148,16 @@ type Server struct {
 	rejected map[ErrorCode]uint64
 	lastLog  time.Time
 
+	// token names this server's repairs (HeaderRepair); repairN numbers
+	// them, and recent holds those that may still answer a request, by
+	// channel and range (under mu).
+	token     string
+	repairN   uint64
+	recent    map[repairKey]repairEntry
+	lastSweep time.Time
+
+	answers, repairs, suppressed atomic.Uint64
+
 	requests, served, snapshots, snapMsgs, live, liveErrs, liveSkipped, liveDropped atomic.Uint64
 
 	liveOn       []atomic.Bool // by channel: someone subscribes to its live subject
@@ -130,6 +172,22 @@ type Server struct {
 	liveQueued, liveDone atomic.Uint64
 }
 
+// repairKey identifies what a repair carries.
+type repairKey struct {
+	ch  int
+	req mold.Request
+}
+
+// repairEntry is a repair published within the repair window.
+type repairEntry struct {
+	id    string
+	parts int
+	at    time.Time
+	// pointer holds the headers of the pointers to the repair, built
+	// once; they are only read after.
+	pointer nats.Header
+}
+
 type bucket struct {
 	tokens float64
 	last   time.Time
@@ -141,13 +199,25 @@ func NewServer(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{nc: nc, cfg: cfg, buckets: map[string]*bucket{}, rejected: map[ErrorCode]uint64{}}
+	s := &Server{nc: nc, cfg: cfg, buckets: map[string]*bucket{}, rejected: map[ErrorCode]uint64{},
+		token: nuid.Next(), recent: map[repairKey]repairEntry{}}
 	s.startLive()
-	for subj, h := range map[string]nats.MsgHandler{
-		"tickcast." + cfg.Feed + ".retransmit.*": s.retransmit,
-		"tickcast." + cfg.Feed + ".snapshot.*":   s.snapshot,
-	} {
-		sub, err := nc.Subscribe(subj, h)
+	subs := []struct {
+		subj, queue string
+		h           nats.MsgHandler
+	}{
+		{"tickcast." + cfg.Feed + ".retransmit.*", cfg.Queue, s.retransmit},
+		{"tickcast." + cfg.Feed + ".snapshot.*", cfg.Queue, s.snapshot},
+	}
+	if cfg.Queue != "" {
+		subs = append(subs, struct {
+			subj, queue string
+			h           nats.MsgHandler
+		}{"tickcast." + cfg.Feed + ".repair.*", "", s.peerRepair})
+	}
+	for _, sb := range subs {
+		subj := sb.subj
+		sub, err := nc.QueueSubscribe(subj, sb.queue, sb.h)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("recovery: subscribe %s: %w", subj, err)
@@ -217,6 +287,7 @@ func (s *Server) Close() {
 func (s *Server) Stats() ServerStats {
 	st := ServerStats{
 		Requests: s.requests.Load(), MessagesServed: s.served.Load(), Snapshots: s.snapshots.Load(),
+		Answers: s.answers.Load(), Repairs: s.repairs.Load(), Suppressed: s.suppressed.Load(),
 		SnapshotMessages: s.snapMsgs.Load(), LivePublished: s.live.Load(), LivePublishErrors: s.liveErrs.Load(), LiveSkipped: s.liveSkipped.Load(),
 		LiveDropped: s.liveDropped.Load(), Rejected: map[ErrorCode]uint64{},
 	}
@@ -363,6 +434,17 @@ func (s *Server) retransmit(m *nats.Msg) {
 			ch, req.Session, req.Count, req.Seq, s.cfg.MaxRetransmit)})
 		return
 	}
+	repair := m.Header.Get(HeaderAnswer) == AnswerRepair
+	key := repairKey{ch: ch, req: req}
+	if repair {
+		if e, ok := s.recentRepair(key); ok {
+			// Someone asked for this range moments ago: the repair
+			// already went to every client of the feed.
+			s.suppressed.Add(1)
+			s.point(m.Reply, e)
+			return
+		}
+	}
 	if !s.allow(requester(m.Reply), int(req.Count)) {
 		s.reject(m, &ReplyError{Code: CodeRateLimited, Reason: fmt.Sprintf("channel %d: more than %.0f messages per second asked by %s", ch, s.cfg.RateLimit, requester(m.Reply))})
 		return
@@ -377,9 +459,107 @@ func (s *Server) retransmit(m *nats.Msg) {
 		s.reject(m, re)
 		return
 	}
+	if repair {
+		s.publishRepair(m.Reply, key, parts)
+		return
+	}
 	if s.send(m.Reply, parts, nil) == nil {
+		s.answers.Add(1)
 		s.served.Add(uint64(req.Count))
 	}
+}
+
+// publishRepair publishes parts, the answer to key, on the channel's repair
+// subject, records it for the repair window and points the requester at
+// it.
+func (s *Server) publishRepair(reply string, key repairKey, parts [][]byte) {
+	s.mu.Lock()
+	s.repairN++
+	e := repairEntry{id: repairID(s.token, s.repairN), parts: len(parts)}
+	s.mu.Unlock()
+	hdr := rangeHeader(key, &e)
+	if s.send(RepairSubject(s.cfg.Feed, key.ch), parts, hdr) != nil {
+		// The requester's pointer would lead nowhere: let it time out
+		// and ask again.
+		return
+	}
+	s.repairs.Add(1)
+	s.answers.Add(1)
+	s.served.Add(uint64(key.req.Count))
+	e.at = time.Now()
+	s.remember(key, e)
+	s.point(reply, e)
+}
+
+// rangeHeader returns the headers that name repair e of key, and sets
+// e.pointer to them with the final marker added.
+func rangeHeader(key repairKey, e *repairEntry) nats.Header {
+	hdr := nats.Header{}
+	hdr.Set(HeaderRepair, e.id)
+	hdr.Set(HeaderSession, key.req.Session.String())
+	hdr.Set(HeaderFirst, strconv.FormatUint(key.req.Seq, 10))
+	hdr.Set(HeaderCount, strconv.Itoa(int(key.req.Count)))
+	e.pointer = nats.Header{HeaderFinal: []string{strconv.Itoa(e.parts)}}
+	for k, v := range hdr {
+		e.pointer[k] = v
+	}
+	return hdr
+}
+
+// point answers a request with a pointer to repair e: a final marker on the
+// reply subject that names the repair, its range and its part count.
+func (s *Server) point(reply string, e repairEntry) {
+	s.nc.PublishMsg(&nats.Msg{Subject: reply, Header: e.pointer})
+}
+
+// recentRepair returns the repair of key published within the repair
+// window, if any.
+func (s *Server) recentRepair(key repairKey) (repairEntry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.recent[key]
+	if !ok || time.Since(e.at) > s.cfg.RepairWindow {
+		return repairEntry{}, false
+	}
+	return e, true
+}
+
+// remember records repair e of key for the repair window, and forgets the
+// repairs whose window has passed.
+func (s *Server) remember(key repairKey, e repairEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.at.Sub(s.lastSweep) > s.cfg.RepairWindow {
+		for k, old := range s.recent {
+			if e.at.Sub(old.at) > s.cfg.RepairWindow {
+				delete(s.recent, k)
+			}
+		}
+		s.lastSweep = e.at
+	}
+	s.recent[key] = e
+}
+
+// peerRepair learns, from the final marker of a repair another member of
+// the server's queue group published, that its range was just repaired.
+func (s *Server) peerRepair(m *nats.Msg) {
+	id := m.Header.Get(HeaderRepair)
+	token, _, ok := parseRepairID(id)
+	if !ok || token == s.token || m.Header.Get(HeaderFinal) == "" {
+		return
+	}
+	ch, err := channelOf(m.Subject)
+	session, err2 := mold.ParseSession(m.Header.Get(HeaderSession))
+	first, err3 := strconv.ParseUint(m.Header.Get(HeaderFirst), 10, 64)
+	count, err4 := strconv.ParseUint(m.Header.Get(HeaderCount), 10, 16)
+	parts, err5 := strconv.Atoi(m.Header.Get(HeaderFinal))
+	if errors.Join(err, err2, err3, err4, err5) != nil {
+		return
+	}
+	key := repairKey{ch: ch, req: mold.Request{Session: session, Seq: first, Count: uint16(count)}}
+	e := repairEntry{id: id, parts: parts, at: time.Now()}
+	rangeHeader(key, &e)
+	s.remember(key, e)
 }
 
 // readParts copies the requested messages out of the store into packets.

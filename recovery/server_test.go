@@ -208,13 +208,21 @@ func wantReplyError(t testing.TB, err error, code ErrorCode, words ...string) *R
 // returns the reply's messages up to and including the final marker.
 func rawRequest(t testing.TB, nc *nats.Conn, subject string, payload []byte) []*nats.Msg {
 	t.Helper()
-	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	return requestMsg(t, nc, &nats.Msg{Subject: subject, Data: payload})
+}
+
+// requestMsg publishes req with a fresh reply inbox and returns the reply's
+// messages up to and including the final marker.
+func requestMsg(t testing.TB, nc *nats.Conn, req *nats.Msg) []*nats.Msg {
+	t.Helper()
+	subject := req.Subject
+	req.Reply = nc.NewInbox()
+	sub, err := nc.SubscribeSync(req.Reply)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(subject, inbox, payload); err != nil {
+	if err := nc.PublishMsg(req); err != nil {
 		t.Fatal(err)
 	}
 	var msgs []*nats.Msg

@@ -368,8 +368,8 @@ func (m *memWatch) finish() {
 }
 
 // natsWatch counts, from its own connection, the recovery traffic on a
-// NATS server: retransmit requests and the data parts of the replies (and
-// the messages in them), separately before and after a mark.
+// NATS server: retransmit requests and the data parts of the replies and
+// repairs (and the messages in them), separately before and after a mark.
 type natsWatch struct {
 	after                   atomic.Bool
 	requests, parts, msgs   [2]atomic.Uint64
@@ -395,7 +395,7 @@ func watchNATS(t *testing.T, url string) *natsWatch {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nc.Subscribe("_INBOX.>", func(m *nats.Msg) {
+	part := func(m *nats.Msg) {
 		if m.Header.Get(recovery.HeaderPart) == "" {
 			return
 		}
@@ -409,8 +409,12 @@ func watchNATS(t *testing.T, url string) *natsWatch {
 		if p == 1 {
 			w.firstPartAfterRestartAt.CompareAndSwap(0, time.Now().UnixNano())
 		}
-	}); err != nil {
-		t.Fatal(err)
+	}
+	// Replies come to inboxes, repairs to the repair subjects.
+	for _, subj := range []string{"_INBOX.>", "tickcast.tickcast.repair.>"} {
+		if _, err := nc.Subscribe(subj, part); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)

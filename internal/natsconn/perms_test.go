@@ -262,3 +262,33 @@ func TestToken(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairSubjects: the feed handler may publish repairs and hear them
+// (queue-group members learn each other's repairs there); subscribers hear
+// them and may not publish any.
+func TestRepairSubjects(t *testing.T) {
+	s := authServer(t)
+	fh, _ := connectAs(t, s, "fh", "fh-secret")
+	alice, arec := connectAs(t, s, "alice", "pw1")
+	bob, brec := connectAs(t, s, "bob", "pw:2")
+	heard := subscribeSync(t, bob, "tickcast.tickcast.repair.*")
+	peer := subscribeSync(t, fh, "tickcast.tickcast.repair.*")
+
+	if err := alice.Publish("tickcast.tickcast.repair.0", []byte("forged")); err != nil {
+		t.Fatal(err)
+	}
+	arec.waitFor(EventError, isPermViolation)
+	if err := fh.Publish("tickcast.tickcast.repair.0", []byte("repair")); err != nil {
+		t.Fatal(err)
+	}
+	expectMsg(t, heard, "repair")
+	expectNone(t, heard)
+	expectMsg(t, peer, "repair")
+	select {
+	case e := <-brec.ch:
+		if e.name == EventError {
+			t.Errorf("bob got an error: %v", e.err)
+		}
+	default:
+	}
+}

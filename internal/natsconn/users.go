@@ -134,8 +134,8 @@ func permissions(feed string, u User) *server.Permissions {
 	switch u.Role {
 	case RoleFeedHandler:
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{p + "live.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{p + "retransmit.>", p + "snapshot.>"}},
+			Publish:   &server.SubjectPermission{Allow: []string{p + "live.>", p + "repair.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{p + "retransmit.>", p + "snapshot.>", p + "repair.>"}},
 			// MaxMsgs -1: a multi-part reply has as many parts as it needs;
 			// the window bounds it in time instead.
 			Response: &server.ResponsePermission{MaxMsgs: -1, Expires: ReplyWindow},
@@ -143,7 +143,7 @@ func permissions(feed string, u User) *server.Permissions {
 	case RoleSubscriber:
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{p + "retransmit.*", p + "snapshot.*"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{p + "live.>", UserInboxPrefix(u.Name) + ".>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{p + "live.>", p + "repair.>", UserInboxPrefix(u.Name) + ".>"}},
 		}
 	}
 	// Unreachable after validation; deny everything rather than allow.

@@ -32,6 +32,8 @@ type appMetrics struct {
 	// stamp), and from that call to the release to the handler (hand-off
 	// between threads, if any, and the subscriber's own work).
 	stageFH, stageWire, stageRelease *hdrhistogram.Histogram
+	// recovery: request queued to answer applied, ns, per recovery answer.
+	recovery *hdrhistogram.Histogram
 	// relNs is the release time Released was last given: the handler's
 	// message that follows it is the same message, so tick reads it.
 	relNs int64
@@ -46,7 +48,7 @@ func newAppMetrics() *appMetrics {
 	// Three significant digits from 1 ns to a minute: about 200 KB.
 	h := func() *hdrhistogram.Histogram { return hdrhistogram.New(1, hdrMaxNs, 3) }
 	return &appMetrics{lat: tickprom.NewLatencyMetrics(), hdr: h(), tickHdr: h(),
-		stageFH: h(), stageWire: h(), stageRelease: h()}
+		stageFH: h(), stageWire: h(), stageRelease: h(), recovery: h()}
 }
 
 // Released implements tickcast.Observer.
@@ -84,7 +86,16 @@ func (m *appMetrics) tick(msg []byte) {
 }
 
 // Recovered implements tickcast.Observer.
-func (m *appMetrics) Recovered(ch int, latency time.Duration) { m.lat.Recovered(ch, latency) }
+func (m *appMetrics) Recovered(ch int, latency time.Duration) {
+	m.lat.Recovered(ch, latency)
+	m.recovery.RecordValue(min(max(int64(latency), 1), hdrMaxNs))
+}
+
+// recoveryP99 returns the 99th percentile of the recovery latency, in
+// microseconds (0 before any answer).
+func (m *appMetrics) recoveryP99() float64 {
+	return float64(m.recovery.ValueAtQuantile(99)) / 1e3
+}
 
 // Flush implements tickcast.Observer.
 func (m *appMetrics) Flush() { m.lat.Flush() }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast/feed"
@@ -46,5 +47,20 @@ func TestTickLatency(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(out), " Value\tPercentile\tTotalCount") || !strings.Contains(string(out), "Total count    =          100") {
 		t.Errorf("latency-out file:\n%s", out)
+	}
+}
+
+// TestRecoveryP99 checks the summary's recovery_p99_us: the 99th
+// percentile of the latencies Recovered was given.
+func TestRecoveryP99(t *testing.T) {
+	m := newAppMetrics()
+	if p := m.recoveryP99(); p != 0 {
+		t.Fatalf("p99 %v µs before any answer, want 0", p)
+	}
+	for i := range 1000 {
+		m.Recovered(0, time.Duration(i+1)*time.Microsecond) // 1..1000 µs
+	}
+	if p := m.recoveryP99(); p < 989 || p > 991 {
+		t.Errorf("p99 of 1..1000 µs: %v µs, want about 990", p)
 	}
 }

@@ -490,6 +490,7 @@ type Summary struct {
 	SnapshotMessages uint64  `json:"snapshot_messages"`
 	RecoveryMeanUs   float64 `json:"recovery_mean_us"`
 	RecoveryMaxUs    float64 `json:"recovery_max_us"`
+	RecoveryP99Us    float64 `json:"recovery_p99_us"`
 	Requests         uint64  `json:"requests"`
 	Reordered        uint64  `json:"reordered"`
 	WindowFull       uint64  `json:"window_full"`
@@ -635,6 +636,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 		sum.RecoveryFailed = a.rec.Stats().Failed
 		_, mean, maxLat := a.sub.RecoveryLatency()
 		sum.RecoveryMeanUs, sum.RecoveryMaxUs = float64(mean)/1e3, float64(maxLat)/1e3
+		sum.RecoveryP99Us = a.met.recoveryP99()
 	}
 	a.addInjected(&sum)
 	sum.LatencySummary = a.met.summary()

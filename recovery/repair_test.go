@@ -1,0 +1,267 @@
+package recovery
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickcast/tickcast/internal/natsconn"
+	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/seqgap"
+)
+
+// repairWatch counts the repairs published on channel 0's repair subject
+// (their final markers), by id.
+type repairWatch struct {
+	sub *nats.Subscription
+}
+
+func watchRepairs(t *testing.T, nc *nats.Conn) *repairWatch {
+	t.Helper()
+	sub, err := nc.SubscribeSync(RepairSubject(DefaultFeed, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	return &repairWatch{sub: sub}
+}
+
+// finals returns the ids of the repairs' final markers received within a
+// short wait after the last one.
+func (w *repairWatch) finals(t *testing.T) []string {
+	t.Helper()
+	var ids []string
+	for {
+		m, err := w.sub.NextMsg(200 * time.Millisecond)
+		if err != nil {
+			return ids
+		}
+		if m.Header.Get(HeaderFinal) != "" {
+			ids = append(ids, m.Header.Get(HeaderRepair))
+		}
+	}
+}
+
+// waitFor polls cond until it holds, bounded by natsWait.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(natsWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, natsWait)
+
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// repairRequest sends a retransmit request that asks for a repair from a
+// fresh inbox and returns the one message it is answered with.
+func repairRequest(t *testing.T, nc *nats.Conn, req mold.Request) *nats.Msg {
+	t.Helper()
+	msgs := requestMsg(t, nc, &nats.Msg{Subject: RetransmitSubject(DefaultFeed, 0), Data: req.Append(nil),
+		Header: nats.Header{HeaderAnswer: []string{AnswerRepair}}})
+	m := msgs[0]
+	if len(msgs) != 1 || m.Header.Get(HeaderRepair) == "" || len(m.Data) != 0 {
+		t.Fatalf("answer to %+v: %d messages, the first with headers %v and %d bytes, want a pointer to a repair", req, len(msgs), m.Header, len(m.Data))
+	}
+	return m
+}
+
+// TestRepairOnceForMany has N clients, on their own connections, ask for
+// the same range while the server is busy, so that every request reaches
+// it within the repair window: the range is published once, on the repair
+// subject, and every client gets it; a range that differs is repaired
+// separately.
+func TestRepairOnceForMany(t *testing.T) {
+	const n = 6
+	c, st, log := filledChannel(t, StoreConfig{}, "RP00000001", 2000)
+	ns := startNATS(t, natsconn.ServerConfig{})
+	srvConn, _ := connectNATS(t, natsconn.ConnConfig{URL: ns.ClientURL(), Name: "feedhandler"})
+	srv := newServer(t, srvConn, ServerConfig{Channels: []*Channel{c}})
+	watch := watchRepairs(t, connectNATS2(t, ns))
+	var clis []*Client
+	var notes []chan struct{}
+	for range n {
+		cli := newClient(t, connectNATS2(t, ns), ClientConfig{Timeout: natsWait})
+		clis = append(clis, cli)
+		notes = append(notes, newNotify(cli))
+	}
+
+	// Hold the channel's lock: the server's handler blocks reading the
+	// first request's range while the others queue behind it.
+	rng := seqgap.Range{From: 501, To: 740}
+	c.mu.Lock()
+	for _, cli := range clis {
+		cli.Request(0, seqgap.Request{Session: st.session, Range: rng})
+	}
+	// The subscription counts the message its handler is on as pending
+	// until the handler returns.
+	waitFor(t, "requests queued at the server", func() bool {
+		queued, _, _ := srv.subs[0].Pending()
+		return srv.Stats().Requests == 1 && queued == n
+	})
+	c.mu.Unlock()
+
+	for i, cli := range clis {
+		r := results(t, cli, notes[i], 1)[0]
+		if r.Err != nil || r.Outcome != seqgap.AnswerPackets || r.Range != rng {
+			t.Fatalf("client %d: result %+v", i, r)
+		}
+		checkPackets(t, r.Packets, st.session, rng.From, int(rng.Len()), log)
+		if cs := cli.Stats(); cs.Requests != 1 || cs.Heard != 0 || cs.Failed != 0 || cs.Recovered != rng.Len() {
+			t.Errorf("client %d: stats %+v, want 1 request, %d recovered", i, cs, rng.Len())
+		}
+	}
+	ss := srv.Stats()
+	if ss.Requests != n || ss.Repairs != 1 || ss.Answers != 1 || ss.Suppressed != n-1 || ss.MessagesServed != rng.Len() {
+		t.Fatalf("server stats %+v, want %d requests, 1 repair and answer, %d suppressed, %d messages", ss, n, n-1, rng.Len())
+	}
+	if ids := watch.finals(t); len(ids) != 1 {
+		t.Fatalf("repairs published: %v, want one", ids)
+	}
+
+	// A range that overlaps but differs is its own repair.
+	other := seqgap.Range{From: 600, To: 800}
+	clis[0].Request(0, seqgap.Request{Session: st.session, Range: other})
+	r := results(t, clis[0], notes[0], 1)[0]
+	if r.Err != nil || r.Range != other {
+		t.Fatalf("other range: result %+v", r)
+	}
+	checkPackets(t, r.Packets, st.session, other.From, int(other.Len()), log)
+	if ss := srv.Stats(); ss.Repairs != 2 || ss.Answers != 2 || ss.Suppressed != n-1 {
+		t.Fatalf("after another range: server stats %+v, want 2 repairs and answers, %d suppressed", ss, n-1)
+	}
+
+	// Every client heard that repair too: asking for the same range again,
+	// any of them answers itself without a request, once the repair has
+	// reached it.
+	last := clis[n-1]
+	waitFor(t, "the repair reaches the last client", func() bool {
+		last.repMu.Lock()
+		defer last.repMu.Unlock()
+		return last.byRange[repairKey{ch: 0, req: mold.Request{Session: st.session, Seq: other.From, Count: uint16(other.Len())}}] != nil
+	})
+	clis[n-1].Request(0, seqgap.Request{Session: st.session, Range: other})
+	r = results(t, clis[n-1], notes[n-1], 1)[0]
+	if r.Err != nil || r.Range != other {
+		t.Fatalf("heard range: result %+v", r)
+	}
+	checkPackets(t, r.Packets, st.session, other.From, int(other.Len()), log)
+	if cs := clis[n-1].Stats(); cs.Requests != 1 || cs.Heard != 1 {
+		t.Errorf("client %d after a heard repair: stats %+v, want 1 request, 1 heard", n-1, cs)
+	}
+	if ss := srv.Stats(); ss.Requests != n+1 {
+		t.Errorf("server saw %d requests, want %d", ss.Requests, n+1)
+	}
+	if ids := watch.finals(t); len(ids) != 1 {
+		t.Fatalf("repairs published after the first: %v, want one", ids)
+	}
+}
+
+// connectNATS2 is a plain connection to ns.
+func connectNATS2(t *testing.T, ns *natsconn.Server) *nats.Conn {
+	t.Helper()
+	nc, _ := connectNATS(t, natsconn.ConnConfig{URL: ns.ClientURL(), Name: "subscriber"})
+	return nc
+}
+
+// TestRepairMissed has a client that started listening after a repair was
+// published ask for its range within the repair window: the server points
+// it at that repair, which it never heard, and it gets the range inline.
+// An old client, whose requests ask for no repair, is answered inline.
+func TestRepairMissed(t *testing.T) {
+	c, st, log := filledChannel(t, StoreConfig{}, "RP00000002", 1000)
+	e := newEnv(t, ServerConfig{Channels: []*Channel{c}, RepairWindow: time.Minute}, ClientConfig{Timeout: natsWait})
+	rng := seqgap.Range{From: 10, To: 50}
+	e.cli.Request(0, seqgap.Request{Session: st.session, Range: rng})
+	results(t, e.cli, newNotify(e.cli), 1)
+
+	late := newClient(t, connectOther(t, e), ClientConfig{Timeout: natsWait})
+	late.Request(0, seqgap.Request{Session: st.session, Range: rng})
+	r := results(t, late, newNotify(late), 1)[0]
+	if r.Err != nil || r.Outcome != seqgap.AnswerPackets || r.Range != rng {
+		t.Fatalf("late client: result %+v", r)
+	}
+	checkPackets(t, r.Packets, st.session, rng.From, int(rng.Len()), log)
+	if cs := late.Stats(); cs.Requests != 2 || cs.Heard != 0 {
+		t.Errorf("late client: stats %+v, want 2 requests (the pointer, then inline)", cs)
+	}
+	ss := e.srv.Stats()
+	if ss.Requests != 3 || ss.Repairs != 1 || ss.Suppressed != 1 || ss.Answers != 2 {
+		t.Fatalf("server stats %+v, want 3 requests, 1 repair, 1 suppressed, 2 answers", ss)
+	}
+
+	// A request without Tickcast-Answer (an old client) gets the messages on
+	// its reply subject, however recently they were repaired.
+	msgs := rawRequest(t, connectOther(t, e), RetransmitSubject(DefaultFeed, 0), mold.Request{Session: st.session, Seq: rng.From, Count: uint16(rng.Len())}.Append(nil))
+	var parts [][]byte
+	for _, m := range msgs[:len(msgs)-1] {
+		parts = append(parts, m.Data)
+	}
+	checkPackets(t, parts, st.session, rng.From, int(rng.Len()), log)
+	if ss := e.srv.Stats(); ss.Answers != 3 || ss.Repairs != 1 || ss.Suppressed != 1 {
+		t.Fatalf("after an old client's request: server stats %+v, want 3 answers, 1 repair, 1 suppressed", ss)
+	}
+
+	// So is a client with InlineOnly.
+	inline := newClient(t, connectOther(t, e), ClientConfig{Timeout: natsWait, InlineOnly: true})
+	inline.Request(0, seqgap.Request{Session: st.session, Range: rng})
+	r = results(t, inline, newNotify(inline), 1)[0]
+	if r.Err != nil || r.Outcome != seqgap.AnswerPackets || r.Range != rng {
+		t.Fatalf("InlineOnly client: result %+v", r)
+	}
+	checkPackets(t, r.Packets, st.session, rng.From, int(rng.Len()), log)
+	if ss := e.srv.Stats(); ss.Requests != 5 || ss.Answers != 4 || ss.Repairs != 1 || ss.Suppressed != 1 {
+		t.Fatalf("after an InlineOnly client's request: server stats %+v, want 5 requests, 4 answers, 1 repair, 1 suppressed", ss)
+	}
+}
+
+// TestRepairQueueGroup serves one channel from two servers in one queue
+// group: a range one of them repaired is answered by either with a pointer
+// to that repair, so it is published once.
+func TestRepairQueueGroup(t *testing.T) {
+	c, st, _ := filledChannel(t, StoreConfig{}, "RP00000003", 1000)
+	ns := startNATS(t, natsconn.ServerConfig{})
+	cfg := ServerConfig{Channels: []*Channel{c}, Queue: "recovery"}
+	srvs := []*Server{newServer(t, connectNATS2(t, ns), cfg), newServer(t, connectNATS2(t, ns), cfg)}
+	nc := connectNATS2(t, ns)
+	watch := watchRepairs(t, nc)
+	req := mold.Request{Session: st.session, Seq: 100, Count: 30}
+
+	first := repairRequest(t, nc, req)
+	id := first.Header.Get(HeaderRepair)
+	key := repairKey{ch: 0, req: req}
+	for i, s := range srvs {
+		waitFor(t, "server "+string(rune('0'+i))+" knows the repair", func() bool {
+			e, ok := s.recentRepair(key)
+			return ok && e.id == id
+		})
+	}
+	// Ask until both servers have taken requests (the queue group picks
+	// one at random each time).
+	sent := 1
+	for srvs[0].Stats().Requests == 0 || srvs[1].Stats().Requests == 0 {
+		if sent == 200 {
+			t.Fatalf("200 requests, one server took none: %+v %+v", srvs[0].Stats(), srvs[1].Stats())
+		}
+		if m := repairRequest(t, nc, req); m.Header.Get(HeaderRepair) != id || m.Header.Get(HeaderFinal) != first.Header.Get(HeaderFinal) {
+			t.Fatalf("request %d: pointer %v, want repair %s", sent+1, m.Header, id)
+		}
+		sent++
+	}
+	var requests, repairs, suppressed uint64
+	for _, s := range srvs {
+		ss := s.Stats()
+		requests, repairs, suppressed = requests+ss.Requests, repairs+ss.Repairs, suppressed+ss.Suppressed
+	}
+	if requests != uint64(sent) || repairs != 1 || suppressed != uint64(sent-1) {
+		t.Fatalf("%d requests: servers saw %d, published %d repairs, suppressed %d; want %d, 1, %d", sent, requests, repairs, suppressed, sent, sent-1)
+	}
+	if ids := watch.finals(t); len(ids) != 1 || ids[0] != id {
+		t.Fatalf("repairs published: %v, want only %s", ids, id)
+	}
+}
