@@ -116,7 +116,9 @@ func TestRepairOnceForMany(t *testing.T) {
 			t.Errorf("client %d: stats %+v, want 1 request, %d recovered", i, cs, rng.Len())
 		}
 	}
-	ss := srv.Stats()
+	// A client's result may come from the repair it heard before the
+	// server has taken its request off the queue: wait for every request.
+	ss := settled(t, srv, func(ss ServerStats) bool { return ss.Requests == n && ss.Answers == 1 && ss.Suppressed == n-1 })
 	if ss.Requests != n || ss.Repairs != 1 || ss.Answers != 1 || ss.Suppressed != n-1 || ss.MessagesServed != rng.Len() {
 		t.Fatalf("server stats %+v, want %d requests, 1 repair and answer, %d suppressed, %d messages", ss, n, n-1, rng.Len())
 	}
@@ -132,7 +134,7 @@ func TestRepairOnceForMany(t *testing.T) {
 		t.Fatalf("other range: result %+v", r)
 	}
 	checkPackets(t, r.Packets, st.session, other.From, int(other.Len()), log)
-	if ss := srv.Stats(); ss.Repairs != 2 || ss.Answers != 2 || ss.Suppressed != n-1 {
+	if ss := settled(t, srv, func(ss ServerStats) bool { return ss.Repairs == 2 && ss.Answers == 2 }); ss.Repairs != 2 || ss.Answers != 2 || ss.Suppressed != n-1 {
 		t.Fatalf("after another range: server stats %+v, want 2 repairs and answers, %d suppressed", ss, n-1)
 	}
 
@@ -190,7 +192,7 @@ func TestRepairMissed(t *testing.T) {
 	if cs := late.Stats(); cs.Requests != 2 || cs.Heard != 0 {
 		t.Errorf("late client: stats %+v, want 2 requests (the pointer, then inline)", cs)
 	}
-	ss := e.srv.Stats()
+	ss := settled(t, e.srv, func(ss ServerStats) bool { return ss.Requests == 3 && ss.Answers == 2 })
 	if ss.Requests != 3 || ss.Repairs != 1 || ss.Suppressed != 1 || ss.Answers != 2 {
 		t.Fatalf("server stats %+v, want 3 requests, 1 repair, 1 suppressed, 2 answers", ss)
 	}
@@ -203,7 +205,7 @@ func TestRepairMissed(t *testing.T) {
 		parts = append(parts, m.Data)
 	}
 	checkPackets(t, parts, st.session, rng.From, int(rng.Len()), log)
-	if ss := e.srv.Stats(); ss.Answers != 3 || ss.Repairs != 1 || ss.Suppressed != 1 {
+	if ss := settled(t, e.srv, func(ss ServerStats) bool { return ss.Answers == 3 }); ss.Answers != 3 || ss.Repairs != 1 || ss.Suppressed != 1 {
 		t.Fatalf("after an old client's request: server stats %+v, want 3 answers, 1 repair, 1 suppressed", ss)
 	}
 
@@ -215,7 +217,7 @@ func TestRepairMissed(t *testing.T) {
 		t.Fatalf("InlineOnly client: result %+v", r)
 	}
 	checkPackets(t, r.Packets, st.session, rng.From, int(rng.Len()), log)
-	if ss := e.srv.Stats(); ss.Requests != 5 || ss.Answers != 4 || ss.Repairs != 1 || ss.Suppressed != 1 {
+	if ss := settled(t, e.srv, func(ss ServerStats) bool { return ss.Requests == 5 && ss.Answers == 4 }); ss.Requests != 5 || ss.Answers != 4 || ss.Repairs != 1 || ss.Suppressed != 1 {
 		t.Fatalf("after an InlineOnly client's request: server stats %+v, want 5 requests, 4 answers, 1 repair, 1 suppressed", ss)
 	}
 }
@@ -263,5 +265,20 @@ func TestRepairQueueGroup(t *testing.T) {
 	}
 	if ids := watch.finals(t); len(ids) != 1 || ids[0] != id {
 		t.Fatalf("repairs published: %v, want only %s", ids, id)
+	}
+}
+
+// settled returns the server's stats once done says they are complete, or
+// after natsWait: the server counts an answer after it has sent it, so a
+// client can hold its result a moment before the count moves.
+func settled(t *testing.T, srv *Server, done func(ServerStats) bool) ServerStats {
+	t.Helper()
+	deadline := time.Now().Add(natsWait)
+	for {
+		ss := srv.Stats()
+		if done(ss) || time.Now().After(deadline) {
+			return ss
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
