@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +47,15 @@ type ClientConfig struct {
 	// tickcast.FEED.repair.> (docs/recovery.md). Each request then costs
 	// the server a reply of its own, however many ask for the same range.
 	InlineOnly bool
+	// RepairBackoff is the longest random wait before a range is asked for
+	// while the client shares its losses with other subscribers: within
+	// sharedKeep of a sign that it does (a pointer marked HeaderRepeat, a
+	// repair of a range it was about to ask for). A range whose repair is
+	// heard during the wait is not asked for at all. A client that has seen
+	// no shared loss lately asks at once, so a lone subscriber's recovery
+	// never waits (docs/recovery.md). Default DefaultRepairBackoff;
+	// negative: never wait. Not used with InlineOnly.
+	RepairBackoff time.Duration
 }
 
 // Defaults of a ClientConfig.
@@ -61,7 +71,16 @@ const (
 	DefaultMaxPerRequest = DefaultMaxRetransmit
 	// DefaultSnapshotAbove is the default ClientConfig.SnapshotAbove.
 	DefaultSnapshotAbove = 10000
+	// DefaultRepairBackoff is the default ClientConfig.RepairBackoff.
+	DefaultRepairBackoff = 5 * time.Millisecond
 )
+
+// maxRepairBackoff bounds ClientConfig.RepairBackoff.
+const maxRepairBackoff = time.Second
+
+// sharedKeep is how long a sign of shared losses keeps a client backing off
+// (ClientConfig.RepairBackoff).
+const sharedKeep = 10 * time.Second
 
 var clientCheck = config.Checker{Pkg: "recovery", Struct: "ClientConfig"}
 
@@ -73,6 +92,7 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	config.Default(&c.QueueLen, DefaultQueueLen)
 	config.Default(&c.MaxPerRequest, DefaultMaxPerRequest)
 	config.Default(&c.SnapshotAbove, DefaultSnapshotAbove)
+	config.Default(&c.RepairBackoff, DefaultRepairBackoff)
 	return c
 }
 
@@ -90,6 +110,8 @@ func (c ClientConfig) validate() error {
 		return clientCheck.Invalid("QueueLen", c.QueueLen, "want 1 or more")
 	case c.MaxPerRequest < 1 || c.MaxPerRequest > mold.MaxCount:
 		return clientCheck.Invalid("MaxPerRequest", c.MaxPerRequest, "want 1..%d", mold.MaxCount)
+	case c.RepairBackoff > maxRepairBackoff:
+		return clientCheck.Invalid("RepairBackoff", c.RepairBackoff, "want at most %v (negative: never wait)", maxRepairBackoff)
 	}
 	return nil
 }
@@ -149,8 +171,12 @@ type ClientStats struct {
 	Recovered uint64 // messages received in replies
 	// Heard counts ranges answered by a repair the client heard on a
 	// repair subject (asked for by another client, or by this one before)
-	// before it sent a request for them.
+	// before it sent a request for them, or while it waited to
+	// (ClientConfig.RepairBackoff).
 	Heard uint64
+	// BackedOff counts requests that waited a random back-off before they
+	// were sent or answered by a repair heard meanwhile.
+	BackedOff uint64
 }
 
 // Client is the subscriber side of recovery. The trackers' requests are
@@ -189,7 +215,15 @@ type Client struct {
 	results []*Result
 	pending atomic.Int64
 
-	requests, failed, recovered, heard atomic.Uint64
+	requests, failed, recovered, heard, backedOff atomic.Uint64
+	// sharedAt is when the client last saw a sign that other subscribers
+	// lose what it loses (Unix nanoseconds; see ClientConfig.RepairBackoff).
+	sharedAt atomic.Int64
+	// held are the requests waiting out their back-off, sent by the
+	// sender goroutine when due; under mu.
+	held []*call
+	// jitter draws a back-off below its argument (rand.N; tests choose).
+	jitter func(time.Duration) time.Duration
 
 	// Repairs heard on the repair subjects (see repaired).
 	repSub   *nats.Subscription
@@ -252,6 +286,7 @@ type call struct {
 	snap     bool         // an asynchronous snapshot answering res.Range
 	direct   bool         // answered inline, not by a repair (see askRepair)
 	pointed  time.Time    // when a pointer to a repair not heard yet came
+	due      time.Time    // the end of its back-off, while held
 	parts    [][]byte
 	start    time.Time
 	deadline time.Time
@@ -277,6 +312,7 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{nc: nc, cfg: cfg, inbox: nc.NewInbox(), done: make(chan struct{}), wake: make(chan struct{}, 1), inflight: map[uint64]*call{},
+		jitter:  rand.N[time.Duration],
 		partial: map[string]*heardRepair{}, byID: map[string]*heardRepair{}, byRange: map[repairKey]*heardRepair{}, highest: map[string]uint64{}}
 	// The repair subscription goes out on the connection before any
 	// request (NATS sends subscriptions first when it connects or
@@ -329,8 +365,9 @@ func (c *Client) Close() {
 			left = append(left, k)
 		}
 		left = append(left, c.queue...)
+		left = append(left, c.held...)
 		clear(c.inflight)
-		c.queue = nil
+		c.queue, c.held = nil, nil
 		c.mu.Unlock()
 		for _, k := range left {
 			c.fail(k, errClosed(k))
@@ -344,7 +381,8 @@ func errClosed(k *call) error {
 
 // Stats returns the counters.
 func (c *Client) Stats() ClientStats {
-	return ClientStats{Requests: c.requests.Load(), Failed: c.failed.Load(), Recovered: c.recovered.Load(), Heard: c.heard.Load()}
+	return ClientStats{Requests: c.requests.Load(), Failed: c.failed.Load(), Recovered: c.recovered.Load(), Heard: c.heard.Load(),
+		BackedOff: c.backedOff.Load()}
 }
 
 // Request hands over a request of channel ch's tracker; the client's
@@ -363,12 +401,19 @@ func (c *Client) Request(ch int, req seqgap.Request) {
 // sendLoop sends the requests handed over by Request.
 func (c *Client) sendLoop() {
 	defer c.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
 		select {
 		case <-c.done:
+			timer.Stop()
 			return
 		case <-c.wake:
 			c.sendOutgoing()
+		case <-timer.C:
+		}
+		if next := c.sendHeld(time.Now()); !next.IsZero() {
+			timer.Reset(time.Until(next))
 		}
 	}
 }
@@ -412,13 +457,84 @@ func (c *Client) startRequest(o outgoing) {
 		if parts, ok := c.heardRange(repairKey{ch: o.ch, req: req}); ok {
 			// Another client asked for this range moments ago and its
 			// repair reached this one too: nothing to ask.
-			c.heard.Add(1)
-			k.parts = parts
-			c.complete(k, nil, nil)
+			c.completeHeard(k, parts)
+			continue
+		}
+		if d := c.backoff(); d > 0 {
+			c.hold(k, d)
 			continue
 		}
 		c.start(k)
 	}
+}
+
+// completeHeard answers call k, not sent, with the parts of a repair asked
+// for by another client: a loss this client shares.
+func (c *Client) completeHeard(k *call, parts [][]byte) {
+	c.heard.Add(1)
+	c.shared()
+	k.parts = parts
+	c.complete(k, nil, nil)
+}
+
+// shared records a sign that other subscribers lose what this client loses.
+func (c *Client) shared() {
+	c.sharedAt.Store(time.Now().UnixNano())
+}
+
+// backoff returns how long a request for a range waits before it is sent:
+// a random share of RepairBackoff while losses are shared, else 0.
+func (c *Client) backoff() time.Duration {
+	if c.cfg.RepairBackoff <= 0 || c.cfg.InlineOnly || time.Now().UnixNano()-c.sharedAt.Load() > int64(sharedKeep) {
+		return 0
+	}
+	return c.jitter(c.cfg.RepairBackoff)
+}
+
+// hold keeps call k back for d, for the sender goroutine (sendHeld).
+func (c *Client) hold(k *call, d time.Duration) {
+	c.backedOff.Add(1)
+	k.due = time.Now().Add(d)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.fail(k, errClosed(k))
+		return
+	}
+	c.held = append(c.held, k)
+	c.mu.Unlock()
+}
+
+// sendHeld sends the held requests whose back-off ended by now, unless the
+// repair of their range was heard meanwhile, and returns when the next
+// one's ends (zero: none held). Only the sender goroutine calls it.
+func (c *Client) sendHeld(now time.Time) time.Time {
+	var due []*call
+	var next time.Time
+	c.mu.Lock()
+	kept := c.held[:0]
+	for _, k := range c.held {
+		switch {
+		case !k.due.After(now):
+			due = append(due, k)
+		default:
+			kept = append(kept, k)
+			if next.IsZero() || k.due.Before(next) {
+				next = k.due
+			}
+		}
+	}
+	clear(c.held[len(kept):])
+	c.held = kept
+	c.mu.Unlock()
+	for _, k := range due {
+		if parts, ok := c.heardRange(repairKey{ch: k.res.Channel, req: k.want}); ok {
+			c.completeHeard(k, parts)
+			continue
+		}
+		c.start(k)
+	}
+	return next
 }
 
 func (c *Client) snapshotCall(ch int, session mold.Session, rng seqgap.Range, start time.Time) *call {
@@ -508,6 +624,11 @@ func (c *Client) reply(m *nats.Msg) {
 	id, err := strconv.ParseUint(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:], 10, 64)
 	if err != nil {
 		return
+	}
+	if m.Header.Get(HeaderRepeat) == "true" {
+		// Someone asked for this range first: a shared loss, even when
+		// the repair heard already answered the call.
+		c.shared()
 	}
 	c.mu.Lock()
 	k := c.inflight[id]
@@ -639,7 +760,7 @@ func (c *Client) repaired(m *nats.Msg) {
 	c.keepHeard(r)
 	c.repMu.Unlock()
 
-	var ks []*call
+	var ks, held []*call
 	c.mu.Lock()
 	for _, k := range c.inflight {
 		if k.wait == nil && !k.snap && k.res.Channel == key.ch && k.want == key.req {
@@ -649,6 +770,16 @@ func (c *Client) repaired(m *nats.Msg) {
 	for _, k := range ks {
 		c.retire(k)
 	}
+	kept := c.held[:0]
+	for _, k := range c.held {
+		if k.res.Channel == key.ch && k.want == key.req {
+			held = append(held, k)
+		} else {
+			kept = append(kept, k)
+		}
+	}
+	clear(c.held[len(kept):])
+	c.held = kept
 	c.mu.Unlock()
 	c.failUnsent()
 	for _, k := range ks {
@@ -656,6 +787,13 @@ func (c *Client) repaired(m *nats.Msg) {
 		k.parts = r.take()
 		c.repMu.Unlock()
 		c.complete(k, nil, nil)
+	}
+	for _, k := range held {
+		// Asked for by another client while this one waited.
+		c.repMu.Lock()
+		parts := r.take()
+		c.repMu.Unlock()
+		c.completeHeard(k, parts)
 	}
 }
 

@@ -138,15 +138,16 @@ func TestOutcomeOf(t *testing.T) {
 }
 
 // TestClientConfigDefaults: a zero ClientConfig takes every documented
-// default, a set field keeps its value, and a negative SnapshotAbove
-// (never) stays negative.
+// default, a set field keeps its value, and a negative SnapshotAbove or
+// RepairBackoff (never) stays negative.
 func TestClientConfigDefaults(t *testing.T) {
 	want := ClientConfig{Feed: DefaultFeed, Timeout: DefaultTimeout, MaxInflight: DefaultMaxInflight,
-		QueueLen: DefaultQueueLen, MaxPerRequest: DefaultMaxPerRequest, SnapshotAbove: DefaultSnapshotAbove}
+		QueueLen: DefaultQueueLen, MaxPerRequest: DefaultMaxPerRequest, SnapshotAbove: DefaultSnapshotAbove,
+		RepairBackoff: DefaultRepairBackoff}
 	if got := (ClientConfig{}).withDefaults(); got != want {
 		t.Errorf("ClientConfig{}.withDefaults() = %+v, want %+v", got, want)
 	}
-	set := ClientConfig{Feed: "f", Timeout: time.Hour, MaxInflight: 1, QueueLen: 2, MaxPerRequest: 3, SnapshotAbove: -1}
+	set := ClientConfig{Feed: "f", Timeout: time.Hour, MaxInflight: 1, QueueLen: 2, MaxPerRequest: 3, SnapshotAbove: -1, RepairBackoff: -1}
 	if got := set.withDefaults(); got != set {
 		t.Errorf("%+v.withDefaults() = %+v", set, got)
 	}

@@ -30,6 +30,12 @@ const (
 	// HeaderAnswer on a retransmit request, with the value AnswerRepair,
 	// asks for the answer on the channel's repair subject.
 	HeaderAnswer = "Tickcast-Answer"
+	// HeaderRepeat, with the value "true", marks a pointer that answers a
+	// request for a range someone else asked for first, within the
+	// server's repair window: the loss is shared with other subscribers,
+	// and the client backs off before its next requests
+	// (ClientConfig.RepairBackoff).
+	HeaderRepeat = "Tickcast-Repeat"
 )
 
 // AnswerRepair is the HeaderAnswer value of a request that takes its answer

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,5 +281,113 @@ func settled(t *testing.T, srv *Server, done func(ServerStats) bool) ServerStats
 			return ss
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRepairBackoff follows a client through the back-off of shared
+// losses: alone it asks at once; a pointer marked as a repeat tells it that
+// others lose what it loses; from then on it waits before asking, and a
+// range another client gets repaired meanwhile is never asked for; a range
+// nobody else asks for is asked for once the wait is over; Close fails what
+// still waits.
+func TestRepairBackoff(t *testing.T) {
+	c, st, log := filledChannel(t, StoreConfig{}, "RP00000004", 2000)
+	ns := startNATS(t, natsconn.ServerConfig{})
+	srvConn, _ := connectNATS(t, natsconn.ConnConfig{URL: ns.ClientURL(), Name: "feedhandler"})
+	srv := newServer(t, srvConn, ServerConfig{Channels: []*Channel{c}})
+	eager := newClient(t, connectNATS2(t, ns), ClientConfig{Timeout: natsWait, RepairBackoff: -1})
+	eagerNote := newNotify(eager)
+	const wait = 300 * time.Millisecond
+	patient := newClient(t, connectNATS2(t, ns), ClientConfig{Timeout: natsWait, RepairBackoff: wait})
+	// The test chooses patient's back-off: long enough that only a repair
+	// heard can answer a held request within natsWait, or the longest.
+	var forever atomic.Bool
+	patient.jitter = func(d time.Duration) time.Duration {
+		if forever.Load() {
+			return time.Hour
+		}
+		return d
+	}
+	note := newNotify(patient)
+	ask := func(cli *Client, n chan struct{}, rng seqgap.Range) *Result {
+		t.Helper()
+		cli.Request(0, seqgap.Request{Session: st.session, Range: rng})
+		r := results(t, cli, n, 1)[0]
+		if r.Err != nil || r.Outcome != seqgap.AnswerPackets || r.Range != rng {
+			t.Fatalf("%v: result %+v", rng, r)
+		}
+		checkPackets(t, r.Packets, st.session, rng.From, int(rng.Len()), log)
+		return r
+	}
+
+	// Alone: asked at once.
+	ask(patient, note, seqgap.Range{From: 1, To: 10})
+	if cs := patient.Stats(); cs.Requests != 1 || cs.BackedOff != 0 {
+		t.Fatalf("a lone loss: stats %+v, want 1 request, no back-off", cs)
+	}
+
+	// Both ask for one range, eager first (the server's handler holds the
+	// first request until the channel's lock is free, so the second
+	// arrives within the repair window): patient's pointer is a repeat.
+	shared := seqgap.Range{From: 101, To: 120}
+	c.mu.Lock()
+	eager.Request(0, seqgap.Request{Session: st.session, Range: shared})
+	waitFor(t, "eager's request at the server", func() bool { return srv.Stats().Requests == 2 })
+	patient.Request(0, seqgap.Request{Session: st.session, Range: shared})
+	waitFor(t, "patient's request queued at the server", func() bool {
+		queued, _, _ := srv.subs[0].Pending()
+		return queued == 2
+	})
+	c.mu.Unlock()
+	results(t, eager, eagerNote, 1)
+	if r := results(t, patient, note, 1)[0]; r.Err != nil || r.Range != shared {
+		t.Fatalf("shared range: patient's result %+v", r)
+	}
+	if ss := settled(t, srv, func(ss ServerStats) bool { return ss.Suppressed == 1 }); ss.Suppressed != 1 || ss.Repairs != 2 {
+		t.Fatalf("server stats %+v, want 2 repairs, 1 suppressed", ss)
+	}
+	if patient.sharedAt.Load() == 0 {
+		t.Fatal("a repeat pointer did not mark the loss as shared")
+	}
+
+	// Now patient waits before asking; eager's repair of the same range,
+	// made meanwhile, answers it at once, and its request is never sent.
+	forever.Store(true)
+	next := seqgap.Range{From: 201, To: 230}
+	patient.Request(0, seqgap.Request{Session: st.session, Range: next})
+	waitFor(t, "patient's request held", func() bool { return patient.Stats().BackedOff == 1 })
+	ask(eager, eagerNote, next)
+	r := results(t, patient, note, 1)[0]
+	if r.Err != nil || r.Outcome != seqgap.AnswerPackets || r.Range != next {
+		t.Fatalf("held range: patient's result %+v", r)
+	}
+	checkPackets(t, r.Packets, st.session, next.From, int(next.Len()), log)
+	if cs := patient.Stats(); cs.Requests != 2 || cs.Heard != 1 || cs.BackedOff != 1 {
+		t.Fatalf("after a range repaired while it waited: stats %+v, want 2 requests, 1 heard, 1 backed off", cs)
+	}
+
+	// A range nobody else asks for is asked for after the wait.
+	forever.Store(false)
+	start := time.Now()
+	ask(patient, note, seqgap.Range{From: 301, To: 305})
+	if cs := patient.Stats(); cs.Requests != 3 || cs.BackedOff != 2 {
+		t.Fatalf("after a range only it lost: stats %+v, want 3 requests, 2 backed off", cs)
+	}
+	if waited := time.Since(start); waited < wait {
+		t.Fatalf("the request was answered %v after it was made, before its back-off of %v ended", waited, wait)
+	}
+
+	// Close fails a request still waiting: its range is asked for again
+	// by whoever owns the tracker, never silently dropped.
+	forever.Store(true)
+	patient.Request(0, seqgap.Request{Session: st.session, Range: seqgap.Range{From: 401, To: 402}})
+	waitFor(t, "the last request held", func() bool { return patient.Stats().BackedOff == 3 })
+	patient.Close()
+	r = results(t, patient, note, 1)[0]
+	if r.Err == nil || r.Outcome != seqgap.AnswerRetry {
+		t.Fatalf("a held request at Close: result %+v, want a retry outcome with an error", r)
+	}
+	if cs := patient.Stats(); cs.Requests != 3 {
+		t.Fatalf("after Close: stats %+v, want the held request never sent", cs)
 	}
 }

@@ -183,9 +183,11 @@ type repairEntry struct {
 	id    string
 	parts int
 	at    time.Time
-	// pointer holds the headers of the pointers to the repair, built
-	// once; they are only read after.
-	pointer nats.Header
+	// pointer holds the headers of the pointer to the repair that answers
+	// the request it was published for, repeat those of the pointers that
+	// answer the same range asked for again (HeaderRepeat); built once,
+	// only read after.
+	pointer, repeat nats.Header
 }
 
 type bucket struct {
@@ -441,7 +443,7 @@ func (s *Server) retransmit(m *nats.Msg) {
 			// Someone asked for this range moments ago: the repair
 			// already went to every client of the feed.
 			s.suppressed.Add(1)
-			s.point(m.Reply, e)
+			s.point(m.Reply, e.repeat)
 			return
 		}
 	}
@@ -488,7 +490,7 @@ func (s *Server) publishRepair(reply string, key repairKey, parts [][]byte) {
 	s.served.Add(uint64(key.req.Count))
 	e.at = time.Now()
 	s.remember(key, e)
-	s.point(reply, e)
+	s.point(reply, e.pointer)
 }
 
 // rangeHeader returns the headers that name repair e of key, and sets
@@ -500,16 +502,19 @@ func rangeHeader(key repairKey, e *repairEntry) nats.Header {
 	hdr.Set(HeaderFirst, strconv.FormatUint(key.req.Seq, 10))
 	hdr.Set(HeaderCount, strconv.Itoa(int(key.req.Count)))
 	e.pointer = nats.Header{HeaderFinal: []string{strconv.Itoa(e.parts)}}
+	e.repeat = nats.Header{HeaderFinal: []string{strconv.Itoa(e.parts)}, HeaderRepeat: []string{"true"}}
 	for k, v := range hdr {
 		e.pointer[k] = v
+		e.repeat[k] = v
 	}
 	return hdr
 }
 
-// point answers a request with a pointer to repair e: a final marker on the
-// reply subject that names the repair, its range and its part count.
-func (s *Server) point(reply string, e repairEntry) {
-	s.nc.PublishMsg(&nats.Msg{Subject: reply, Header: e.pointer})
+// point answers a request with a pointer to a repair: a final marker on the
+// reply subject that names the repair, its range and its part count
+// (repairEntry.pointer or .repeat).
+func (s *Server) point(reply string, hdr nats.Header) {
+	s.nc.PublishMsg(&nats.Msg{Subject: reply, Header: hdr})
 }
 
 // recentRepair returns the repair of key published within the repair

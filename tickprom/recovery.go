@@ -16,7 +16,7 @@ type recoveryServerCollector struct {
 	srv    *recovery.Server
 	stores []*recovery.Channel
 
-	requests, served, rejected, snapshots, snapMsgs, live, liveErrs, liveSkipped, liveDropped,
+	requests, answers, repairs, suppressed, served, rejected, snapshots, snapMsgs, live, liveErrs, liveSkipped, liveDropped,
 	storeMsgs, storeBytes, oldest, next *prometheus.Desc
 }
 
@@ -31,7 +31,10 @@ func NewRecoveryServerCollector(srv *recovery.Server, stores []*recovery.Channel
 	}
 	return &recoveryServerCollector{srv: srv, stores: stores,
 		requests:    d("requests_total", "Retransmit requests received."),
-		served:      d("messages_served_total", "Messages sent in retransmit replies."),
+		answers:     d("answers_total", "Retransmit requests answered with messages: inline replies, and repairs (each counted once, however many requests it answers)."),
+		repairs:     d("repairs_total", "Repairs published on the repair subjects, heard by every subscriber of the feed."),
+		suppressed:  d("requests_suppressed_total", "Retransmit requests answered with a pointer to a repair of the same range published within the repair window."),
+		served:      d("messages_served_total", "Messages sent in retransmit replies and repairs."),
 		rejected:    d("rejected_total", "Retransmit and snapshot requests answered with an error, by reason.", "reason"),
 		snapshots:   d("snapshots_served_total", "Snapshots served."),
 		snapMsgs:    d("snapshot_messages_served_total", "Messages sent in snapshots."),
@@ -48,7 +51,7 @@ func NewRecoveryServerCollector(srv *recovery.Server, stores []*recovery.Channel
 
 // Describe implements prometheus.Collector.
 func (c *recoveryServerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.requests, c.served, c.rejected, c.snapshots, c.snapMsgs, c.live,
+	for _, d := range []*prometheus.Desc{c.requests, c.answers, c.repairs, c.suppressed, c.served, c.rejected, c.snapshots, c.snapMsgs, c.live,
 		c.liveErrs, c.liveSkipped, c.liveDropped, c.storeMsgs, c.storeBytes, c.oldest, c.next} {
 		ch <- d
 	}
@@ -64,6 +67,9 @@ func (c *recoveryServerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	st := c.srv.Stats()
 	counter(c.requests, st.Requests)
+	counter(c.answers, st.Answers)
+	counter(c.repairs, st.Repairs)
+	counter(c.suppressed, st.Suppressed)
 	counter(c.served, st.MessagesServed)
 	counter(c.snapshots, st.Snapshots)
 	counter(c.snapMsgs, st.SnapshotMessages)

@@ -3,6 +3,7 @@ package tickprom
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -88,11 +89,31 @@ func TestRecoveryServerCollector(t *testing.T) {
 	if _, err := cli.Retransmit(0, mold.Request{Session: session, Seq: 5000, Count: 1}); err == nil {
 		t.Fatal("a range past the end was served")
 	}
+	// Two requests for one range that ask for a repair: one repair, then a
+	// pointer to it (each answered by one message: the pointer).
+	asker := connect("asker")
+	for i := range 2 {
+		m, err := asker.RequestMsg(&nats.Msg{Subject: recovery.RetransmitSubject(recovery.DefaultFeed, 0),
+			Data:   mold.Request{Session: session, Seq: 20, Count: 5}.Append(nil),
+			Header: nats.Header{recovery.HeaderAnswer: []string{recovery.AnswerRepair}}}, 5*time.Second)
+		if err != nil || m.Header.Get(recovery.HeaderRepair) == "" {
+			t.Fatalf("repair request %d: %v, headers %v", i, err, m.Header)
+		}
+	}
 	col := NewRecoveryServerCollector(srv, []*recovery.Channel{store})
 	want := `
-# HELP tickcast_recovery_messages_served_total Messages sent in retransmit replies.
+# HELP tickcast_recovery_messages_served_total Messages sent in retransmit replies and repairs.
 # TYPE tickcast_recovery_messages_served_total counter
-tickcast_recovery_messages_served_total 5
+tickcast_recovery_messages_served_total 10
+# HELP tickcast_recovery_answers_total Retransmit requests answered with messages: inline replies, and repairs (each counted once, however many requests it answers).
+# TYPE tickcast_recovery_answers_total counter
+tickcast_recovery_answers_total 2
+# HELP tickcast_recovery_repairs_total Repairs published on the repair subjects, heard by every subscriber of the feed.
+# TYPE tickcast_recovery_repairs_total counter
+tickcast_recovery_repairs_total 1
+# HELP tickcast_recovery_requests_suppressed_total Retransmit requests answered with a pointer to a repair of the same range published within the repair window.
+# TYPE tickcast_recovery_requests_suppressed_total counter
+tickcast_recovery_requests_suppressed_total 1
 # HELP tickcast_recovery_rejected_total Retransmit and snapshot requests answered with an error, by reason.
 # TYPE tickcast_recovery_rejected_total counter
 tickcast_recovery_rejected_total{reason="bad-request"} 0
@@ -113,6 +134,7 @@ tickcast_recovery_store_next_sequence{channel="0"} 1001
 tickcast_recovery_store_messages{channel="0"} 1000
 `
 	if err := testutil.CollectAndCompare(col, strings.NewReader(want), "tickcast_recovery_messages_served_total",
+		"tickcast_recovery_answers_total", "tickcast_recovery_repairs_total", "tickcast_recovery_requests_suppressed_total",
 		"tickcast_recovery_rejected_total", "tickcast_recovery_store_oldest_sequence", "tickcast_recovery_store_next_sequence",
 		"tickcast_recovery_store_messages"); err != nil {
 		t.Error(err)

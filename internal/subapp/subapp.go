@@ -67,6 +67,9 @@ type Settings struct {
 	NATSURL         string        `flag:"nats-url" default:"nats://127.0.0.1:4222" help:"NATS server the feed handler serves recovery on"`
 	FeedName        string        `flag:"feed-name" default:"tickcast" help:"feed name in the NATS subjects, as the feed handler's"`
 	RecoveryTimeout time.Duration `flag:"recovery-timeout" default:"2s" help:"longest wait for one recovery reply"`
+	// Shared losses (docs/recovery.md, "Recovery without storms").
+	RecoveryBackoff time.Duration `flag:"recovery-backoff" default:"5ms" help:"longest random wait before a missing range is asked for, while this subscriber's losses are shared with others (a repair heard during the wait answers it without a request); a subscriber that has seen no shared loss in 10s asks at once (negative: never wait)"`
+	RecoveryInline  bool          `flag:"recovery-inline" help:"take every recovery answer on the request's own reply subject and do not listen to the feed's repair subjects: for NATS users who may not subscribe to tickcast.FEED.repair.> (each request then costs the feed handler an answer of its own)"`
 	natsconn.Flags
 	LogFormat   string `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
 	LogLevel    string `flag:"log-level" default:"info" help:"debug, info, warn or error"`
@@ -318,6 +321,9 @@ func (s *Settings) checkLimits() error {
 	if s.RecoveryTimeout <= 0 {
 		return cliconf.Invalid("recovery-timeout", "%v: must be positive", s.RecoveryTimeout)
 	}
+	if s.RecoveryBackoff > time.Second {
+		return cliconf.Invalid("recovery-backoff", "%v: want at most 1s (negative: never wait)", s.RecoveryBackoff)
+	}
 	if err := recovery.ValidateFeed(s.FeedName); err != nil {
 		return cliconf.Invalid("feed-name", "%v", err)
 	}
@@ -407,7 +413,7 @@ func (s *Settings) libConfigs(p plan) libConfigs {
 			Tracker:  seqgap.Config{Window: s.Window, GapDelay: s.GapDelay, LostAfter: s.LostAfter, StaleAfter: s.StaleAfter},
 			Conflate: tickcast.ConflateConfig{On: s.Conflate, Threshold: s.ConflateThreshold},
 		},
-		Recovery: recovery.ClientConfig{Feed: s.FeedName, Timeout: s.RecoveryTimeout},
+		Recovery: recovery.ClientConfig{Feed: s.FeedName, Timeout: s.RecoveryTimeout, RepairBackoff: s.RecoveryBackoff, InlineOnly: s.RecoveryInline},
 		UDP: udp.Config{Interface: p.iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
 			RingSlots: s.RingSlots, Mode: udpMode, CPU: s.CPU, Backoff: p.backoff},
 		RDMA:     rdma.Config{Interface: p.iface, RingSlots: s.RingSlots, Mode: rdmaMode, CPU: s.CPU},
@@ -474,49 +480,51 @@ func (a *App) closeRecovery() {
 
 // Summary is the line printed at exit.
 type Summary struct {
-	Role             string  `json:"role"`
-	Channels         []int   `json:"channels"`
-	Received         uint64  `json:"received"`
-	Filtered         uint64  `json:"filtered"`
-	Expected         uint64  `json:"expected,omitempty"`
-	Packets          uint64  `json:"packets"`
-	Gaps             uint64  `json:"gaps"`
-	Missing          uint64  `json:"missing"`
-	Conflated        uint64  `json:"conflated"`
-	LostRanges       uint64  `json:"lost_ranges"`
-	Recovered        uint64  `json:"recovered"`
-	RecoveryFailed   uint64  `json:"recovery_failed"`
-	Snapshots        uint64  `json:"snapshots"`
-	SnapshotMessages uint64  `json:"snapshot_messages"`
-	RecoveryMeanUs   float64 `json:"recovery_mean_us"`
-	RecoveryMaxUs    float64 `json:"recovery_max_us"`
-	RecoveryP99Us    float64 `json:"recovery_p99_us"`
-	Requests         uint64  `json:"requests"`
-	Reordered        uint64  `json:"reordered"`
-	WindowFull       uint64  `json:"window_full"`
-	InstrumentGaps   uint64  `json:"instrument_gaps"`
-	Stale            uint64  `json:"stale"`
-	PacketsA         uint64  `json:"packets_a"`
-	PacketsB         uint64  `json:"packets_b"`
-	Duplicates       uint64  `json:"duplicates"`
-	DuplicatePackets uint64  `json:"duplicate_packets"`
-	Foreign          uint64  `json:"foreign"`
-	Malformed        uint64  `json:"malformed"`
-	KernelDrops      uint64  `json:"kernel_drops"`
-	RingFull         uint64  `json:"ring_full"`
-	Sessions         uint64  `json:"sessions"`
-	SessionsEnded    uint64  `json:"sessions_ended"`
-	SessionsAbrupt   uint64  `json:"sessions_abrupt"`
-	WinsA            uint64  `json:"wins_a"`
-	WinsB            uint64  `json:"wins_b"`
-	Verify           bool    `json:"verify"`
-	VerifyOK         bool    `json:"verify_ok"`
-	VerifyErrors     uint64  `json:"verify_errors"`
-	FirstVerifyError string  `json:"first_verify_error,omitempty"`
-	MallocsPerMsg    float64 `json:"mallocs_per_msg"`
-	ElapsedS         float64 `json:"elapsed_s"`
-	MsgsPerS         float64 `json:"msgs_per_s"`
-	RcvBuf           int     `json:"rcvbuf"`
+	Role              string  `json:"role"`
+	Channels          []int   `json:"channels"`
+	Received          uint64  `json:"received"`
+	Filtered          uint64  `json:"filtered"`
+	Expected          uint64  `json:"expected,omitempty"`
+	Packets           uint64  `json:"packets"`
+	Gaps              uint64  `json:"gaps"`
+	Missing           uint64  `json:"missing"`
+	Conflated         uint64  `json:"conflated"`
+	LostRanges        uint64  `json:"lost_ranges"`
+	Recovered         uint64  `json:"recovered"`
+	RecoveryFailed    uint64  `json:"recovery_failed"`
+	RecoveryHeard     uint64  `json:"recovery_heard"`
+	RecoveryBackedOff uint64  `json:"recovery_backed_off"`
+	Snapshots         uint64  `json:"snapshots"`
+	SnapshotMessages  uint64  `json:"snapshot_messages"`
+	RecoveryMeanUs    float64 `json:"recovery_mean_us"`
+	RecoveryMaxUs     float64 `json:"recovery_max_us"`
+	RecoveryP99Us     float64 `json:"recovery_p99_us"`
+	Requests          uint64  `json:"requests"`
+	Reordered         uint64  `json:"reordered"`
+	WindowFull        uint64  `json:"window_full"`
+	InstrumentGaps    uint64  `json:"instrument_gaps"`
+	Stale             uint64  `json:"stale"`
+	PacketsA          uint64  `json:"packets_a"`
+	PacketsB          uint64  `json:"packets_b"`
+	Duplicates        uint64  `json:"duplicates"`
+	DuplicatePackets  uint64  `json:"duplicate_packets"`
+	Foreign           uint64  `json:"foreign"`
+	Malformed         uint64  `json:"malformed"`
+	KernelDrops       uint64  `json:"kernel_drops"`
+	RingFull          uint64  `json:"ring_full"`
+	Sessions          uint64  `json:"sessions"`
+	SessionsEnded     uint64  `json:"sessions_ended"`
+	SessionsAbrupt    uint64  `json:"sessions_abrupt"`
+	WinsA             uint64  `json:"wins_a"`
+	WinsB             uint64  `json:"wins_b"`
+	Verify            bool    `json:"verify"`
+	VerifyOK          bool    `json:"verify_ok"`
+	VerifyErrors      uint64  `json:"verify_errors"`
+	FirstVerifyError  string  `json:"first_verify_error,omitempty"`
+	MallocsPerMsg     float64 `json:"mallocs_per_msg"`
+	ElapsedS          float64 `json:"elapsed_s"`
+	MsgsPerS          float64 `json:"msgs_per_s"`
+	RcvBuf            int     `json:"rcvbuf"`
 	LatencySummary
 	StageSummary
 	ExitReason string `json:"exit_reason"`
@@ -633,7 +641,8 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 	}
 	sum.Snapshots, sum.SnapshotMessages = st.Snapshots, h.snapshotMsgs
 	if a.rec != nil {
-		sum.RecoveryFailed = a.rec.Stats().Failed
+		rs := a.rec.Stats()
+		sum.RecoveryFailed, sum.RecoveryHeard, sum.RecoveryBackedOff = rs.Failed, rs.Heard, rs.BackedOff
 		_, mean, maxLat := a.sub.RecoveryLatency()
 		sum.RecoveryMeanUs, sum.RecoveryMaxUs = float64(mean)/1e3, float64(maxLat)/1e3
 		sum.RecoveryP99Us = a.met.recoveryP99()
