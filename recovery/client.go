@@ -47,14 +47,21 @@ type ClientConfig struct {
 	// tickcast.FEED.repair.> (docs/recovery.md). Each request then costs
 	// the server a reply of its own, however many ask for the same range.
 	InlineOnly bool
-	// RepairBackoff is the longest random wait before a range is asked for
+	// RepairBackoff bounds the random wait before a range is asked for
 	// while the client shares its losses with other subscribers: within
 	// sharedKeep of a sign that it does (a pointer marked HeaderRepeat, a
 	// repair of a range it was about to ask for). A range whose repair is
-	// heard during the wait is not asked for at all. A client that has seen
-	// no shared loss lately asks at once, so a lone subscriber's recovery
-	// never waits (docs/recovery.md). Default DefaultRepairBackoff;
-	// negative: never wait. Not used with InlineOnly.
+	// heard during the wait is not asked for at all. The wait is drawn
+	// from a window that adapts, as SRM's request timers do: it opens at
+	// the client's smoothed request round trip (at least minBackoff, at
+	// most RepairBackoff), widens by half whenever a request of this client turns
+	// out to repeat another's, and narrows by a quarter whenever one is the
+	// first, so that about one request in a group of subscribers repeats
+	// the first, whatever their number and round trip. A client that has
+	// seen no shared loss lately asks at once, so a lone subscriber's
+	// recovery never waits (docs/recovery.md). Default
+	// DefaultRepairBackoff; negative: never wait. Not used with
+	// InlineOnly.
 	RepairBackoff time.Duration
 }
 
@@ -72,8 +79,12 @@ const (
 	// DefaultSnapshotAbove is the default ClientConfig.SnapshotAbove.
 	DefaultSnapshotAbove = 10000
 	// DefaultRepairBackoff is the default ClientConfig.RepairBackoff.
-	DefaultRepairBackoff = 5 * time.Millisecond
+	DefaultRepairBackoff = 100 * time.Millisecond
 )
+
+// minBackoff is the narrowest a client's back-off window gets
+// (ClientConfig.RepairBackoff).
+const minBackoff = time.Millisecond
 
 // maxRepairBackoff bounds ClientConfig.RepairBackoff.
 const maxRepairBackoff = time.Second
@@ -219,6 +230,12 @@ type Client struct {
 	// sharedAt is when the client last saw a sign that other subscribers
 	// lose what it loses (Unix nanoseconds; see ClientConfig.RepairBackoff).
 	sharedAt atomic.Int64
+	// window is the back-off window (ClientConfig.RepairBackoff), in
+	// nanoseconds; 0 until the first shared loss.
+	window atomic.Int64
+	// rtt is the smoothed round trip of requests (sampleRTT), where the
+	// window opens: about when the first request's repair is heard.
+	rtt atomic.Int64
 	// held are the requests waiting out their back-off, sent by the
 	// sender goroutine when due; under mu.
 	held []*call
@@ -289,6 +306,7 @@ type call struct {
 	due      time.Time    // the end of its back-off, while held
 	parts    [][]byte
 	start    time.Time
+	sent     time.Time
 	deadline time.Time
 }
 
@@ -477,18 +495,68 @@ func (c *Client) completeHeard(k *call, parts [][]byte) {
 	c.complete(k, nil, nil)
 }
 
-// shared records a sign that other subscribers lose what this client loses.
+// shared records a sign that other subscribers lose what this client
+// loses, and opens the back-off window if it is shut.
 func (c *Client) shared() {
 	c.sharedAt.Store(time.Now().UnixNano())
+	c.adapt(1, 1)
+}
+
+// sampleRTT folds the round trip of one request, from sending it to its
+// final answer, into the smoothed round trip (an eighth at a time).
+func (c *Client) sampleRTT(d time.Duration) {
+	for {
+		r := c.rtt.Load()
+		n := int64(d)
+		if r != 0 {
+			n = r + (int64(d)-r)/8
+		}
+		if c.rtt.CompareAndSwap(r, n) {
+			return
+		}
+	}
+}
+
+// repeated records that a request of this client repeated another
+// client's: a shared loss, and the back-off window opens if shut and
+// widens by half.
+func (c *Client) repeated() {
+	c.sharedAt.Store(time.Now().UnixNano())
+	c.adapt(3, 2)
+}
+
+// first records that a request of this client was the first for its range,
+// and narrows the back-off window by a quarter, if it is open.
+func (c *Client) first() {
+	if c.window.Load() != 0 {
+		c.adapt(3, 4)
+	}
+}
+
+// adapt scales the back-off window by num/den within minBackoff and
+// RepairBackoff, opening a shut one first at the smoothed round trip.
+func (c *Client) adapt(num, den int64) {
+	lo, hi := int64(minBackoff), max(int64(c.cfg.RepairBackoff), int64(minBackoff))
+	for {
+		w := c.window.Load()
+		from := w
+		if from == 0 {
+			from = min(max(c.rtt.Load(), lo), hi)
+		}
+		n := min(max(from*num/den, lo), hi)
+		if c.window.CompareAndSwap(w, n) {
+			return
+		}
+	}
 }
 
 // backoff returns how long a request for a range waits before it is sent:
-// a random share of RepairBackoff while losses are shared, else 0.
+// a random share of the back-off window while losses are shared, else 0.
 func (c *Client) backoff() time.Duration {
 	if c.cfg.RepairBackoff <= 0 || c.cfg.InlineOnly || time.Now().UnixNano()-c.sharedAt.Load() > int64(sharedKeep) {
 		return 0
 	}
-	return c.jitter(c.cfg.RepairBackoff)
+	return c.jitter(time.Duration(c.window.Load()))
 }
 
 // hold keeps call k back for d, for the sender goroutine (sendHeld).
@@ -571,7 +639,8 @@ func (c *Client) start(k *call) {
 func (c *Client) send(k *call) {
 	c.nextID++
 	k.id = c.nextID
-	k.deadline = time.Now().Add(c.cfg.Timeout)
+	k.sent = time.Now()
+	k.deadline = k.sent.Add(c.cfg.Timeout)
 	c.inflight[k.id] = k
 	c.requests.Add(1)
 	reply := c.inbox + "." + strconv.FormatUint(k.id, 10)
@@ -625,10 +694,13 @@ func (c *Client) reply(m *nats.Msg) {
 	if err != nil {
 		return
 	}
-	if m.Header.Get(HeaderRepeat) == "true" {
+	switch {
+	case m.Header.Get(HeaderRepeat) == "true":
 		// Someone asked for this range first: a shared loss, even when
 		// the repair heard already answered the call.
-		c.shared()
+		c.repeated()
+	case m.Header.Get(HeaderRepair) != "":
+		c.first()
 	}
 	c.mu.Lock()
 	k := c.inflight[id]
@@ -637,6 +709,9 @@ func (c *Client) reply(m *nats.Msg) {
 		return // timed out already
 	}
 	final, again, fail := c.take(k, m)
+	if final {
+		c.sampleRTT(time.Since(k.sent))
+	}
 	if final && !again {
 		c.retire(k)
 	}
@@ -783,6 +858,7 @@ func (c *Client) repaired(m *nats.Msg) {
 	c.mu.Unlock()
 	c.failUnsent()
 	for _, k := range ks {
+		c.sampleRTT(time.Since(k.sent)) // its repair heard: the round trip that matters
 		c.repMu.Lock()
 		k.parts = r.take()
 		c.repMu.Unlock()

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -300,13 +301,16 @@ func TestRepairBackoff(t *testing.T) {
 	const wait = 300 * time.Millisecond
 	patient := newClient(t, connectNATS2(t, ns), ClientConfig{Timeout: natsWait, RepairBackoff: wait})
 	// The test chooses patient's back-off: long enough that only a repair
-	// heard can answer a held request within natsWait, or the longest.
+	// heard can answer a held request within natsWait, or wait; it records
+	// the window it was drawn from.
 	var forever atomic.Bool
+	var drawnFrom atomic.Int64
 	patient.jitter = func(d time.Duration) time.Duration {
+		drawnFrom.Store(int64(d))
 		if forever.Load() {
 			return time.Hour
 		}
-		return d
+		return wait
 	}
 	note := newNotify(patient)
 	ask := func(cli *Client, n chan struct{}, rng seqgap.Range) *Result {
@@ -325,6 +329,8 @@ func TestRepairBackoff(t *testing.T) {
 	if cs := patient.Stats(); cs.Requests != 1 || cs.BackedOff != 0 {
 		t.Fatalf("a lone loss: stats %+v, want 1 request, no back-off", cs)
 	}
+
+	waitFor(t, "a round trip measured", func() bool { return patient.rtt.Load() > 0 })
 
 	// Both ask for one range, eager first (the server's handler holds the
 	// first request until the channel's lock is free, so the second
@@ -346,8 +352,13 @@ func TestRepairBackoff(t *testing.T) {
 	if ss := settled(t, srv, func(ss ServerStats) bool { return ss.Suppressed == 1 }); ss.Suppressed != 1 || ss.Repairs != 2 {
 		t.Fatalf("server stats %+v, want 2 repairs, 1 suppressed", ss)
 	}
-	if patient.sharedAt.Load() == 0 {
-		t.Fatal("a repeat pointer did not mark the loss as shared")
+	// The pointer may come after the result (the repair answered first).
+	// It opens the back-off window at the round trip and widens it by half
+	// (TestBackoffWindow holds the arithmetic).
+	waitFor(t, "the repeat pointer opening the back-off window", func() bool { return patient.window.Load() != 0 })
+	opened := time.Duration(patient.window.Load())
+	if opened < minBackoff*3/2 || opened > wait || patient.sharedAt.Load() == 0 {
+		t.Fatalf("after a repeat pointer: back-off window %v, want %v..%v; shared at %d", opened, minBackoff*3/2, wait, patient.sharedAt.Load())
 	}
 
 	// Now patient waits before asking; eager's repair of the same range,
@@ -365,6 +376,9 @@ func TestRepairBackoff(t *testing.T) {
 	if cs := patient.Stats(); cs.Requests != 2 || cs.Heard != 1 || cs.BackedOff != 1 {
 		t.Fatalf("after a range repaired while it waited: stats %+v, want 2 requests, 1 heard, 1 backed off", cs)
 	}
+	if d, want := time.Duration(drawnFrom.Load()), opened; d != want {
+		t.Fatalf("back-off drawn from a window of %v, want %v", d, want)
+	}
 
 	// A range nobody else asks for is asked for after the wait.
 	forever.Store(false)
@@ -376,6 +390,10 @@ func TestRepairBackoff(t *testing.T) {
 	if waited := time.Since(start); waited < wait {
 		t.Fatalf("the request was answered %v after it was made, before its back-off of %v ended", waited, wait)
 	}
+	// Its request was the first for the range: the window narrows.
+	narrowed := max(opened*3/4, minBackoff)
+	waitFor(t, fmt.Sprintf("the back-off window narrowed to %v", narrowed),
+		func() bool { return time.Duration(patient.window.Load()) == narrowed })
 
 	// Close fails a request still waiting: its range is asked for again
 	// by whoever owns the tracker, never silently dropped.
@@ -389,5 +407,51 @@ func TestRepairBackoff(t *testing.T) {
 	}
 	if cs := patient.Stats(); cs.Requests != 3 {
 		t.Fatalf("after Close: stats %+v, want the held request never sent", cs)
+	}
+}
+
+// TestBackoffWindow: the window stays shut until a shared loss, opens at
+// the smoothed round trip (minBackoff before any), widens by half per repeat up to RepairBackoff and narrows by a
+// quarter per first request down to minBackoff; a negative RepairBackoff,
+// or InlineOnly, never waits.
+func TestBackoffWindow(t *testing.T) {
+	c := &Client{cfg: ClientConfig{RepairBackoff: 4 * time.Millisecond}.withDefaults(), jitter: func(d time.Duration) time.Duration { return d }}
+	c.first()
+	if w := c.window.Load(); w != 0 || c.backoff() != 0 {
+		t.Fatalf("before any shared loss: window %v, back-off %v, want both 0", time.Duration(w), c.backoff())
+	}
+	want := []time.Duration{1500 * time.Microsecond, 2250 * time.Microsecond, 3375 * time.Microsecond, 4 * time.Millisecond, 4 * time.Millisecond}
+	for i, w := range want {
+		c.repeated()
+		if got := c.backoff(); got != w {
+			t.Fatalf("after %d repeats: back-off window %v, want %v", i+1, got, w)
+		}
+	}
+	want = []time.Duration{3 * time.Millisecond, 2250 * time.Microsecond, 1687500, 1265625, time.Millisecond, time.Millisecond}
+	for i, w := range want {
+		c.first()
+		if got := c.backoff(); got != w {
+			t.Fatalf("after %d first requests: back-off window %v, want %v", i+1, got, w)
+		}
+	}
+	c.sharedAt.Store(time.Now().Add(-sharedKeep - time.Second).UnixNano())
+	if d := c.backoff(); d != 0 {
+		t.Fatalf("%v after the last shared loss: back-off %v, want 0", sharedKeep+time.Second, d)
+	}
+	// The round trip is smoothed an eighth at a time, and a window opens
+	// there.
+	c = &Client{cfg: ClientConfig{}.withDefaults(), jitter: func(d time.Duration) time.Duration { return d }}
+	c.sampleRTT(8 * time.Millisecond)
+	c.sampleRTT(16 * time.Millisecond)
+	c.shared()
+	if got := c.backoff(); got != 9*time.Millisecond {
+		t.Fatalf("window opened at %v after round trips of 8 and 16ms, want 9ms", got)
+	}
+	for _, cfg := range []ClientConfig{{RepairBackoff: -1}, {InlineOnly: true}} {
+		c := &Client{cfg: cfg.withDefaults(), jitter: func(d time.Duration) time.Duration { return d }}
+		c.repeated()
+		if d := c.backoff(); d != 0 {
+			t.Fatalf("%+v: back-off %v after a repeat, want 0", cfg, d)
+		}
 	}
 }

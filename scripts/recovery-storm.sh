@@ -18,15 +18,18 @@
 # datagrams), recovery latency p99 (max and median of the subscribers' own
 # p99) and max. Raw outputs stay in the printed directory.
 #
-# Usage: scripts/recovery-storm.sh [--bin DIR] [--subs N] [--rate R] [--count C] [--loss P] [--seed S]
-#   --bin DIR   use DIR/feedhandler and DIR/subscriber (default: build this tree)
+# Usage: scripts/recovery-storm.sh [--bin DIR] [--subs N] [--rate R] [--count C] [--loss P] [--seed S] [--sub-args ARGS]
+#   --bin DIR        use DIR/feedhandler and DIR/subscriber (default: build this tree)
+#   --sub-args ARGS  more settings for every subscriber, split at spaces: for
+#                    example "--recovery-inline" (the protocol before repairs)
+#                    or "--recovery-backoff=-1" (repairs without back-off)
 # Not part of the test run: 20 subscriber processes want the machine's cores
 # for the few seconds of the run.
 set -euo pipefail
 export FH_OUT FH_LOG FH_TIME
 cd "$(dirname "$0")/.."
 
-BIN="" SUBS=20 RATE=20000 COUNT=60000 LOSS=0.01 SEED=5
+BIN="" SUBS=20 RATE=20000 COUNT=60000 LOSS=0.01 SEED=5 SUBARGS=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--bin) BIN=$2 ;;
@@ -35,7 +38,8 @@ while [ $# -gt 0 ]; do
 	--count) COUNT=$2 ;;
 	--loss) LOSS=$2 ;;
 	--seed) SEED=$2 ;;
-	*) echo "usage: $0 [--bin DIR] [--subs N] [--rate R] [--count C] [--loss P] [--seed S]" >&2; exit 2 ;;
+	--sub-args) SUBARGS=$2 ;;
+	*) echo "usage: $0 [--bin DIR] [--subs N] [--rate R] [--count C] [--loss P] [--seed S] [--sub-args ARGS]" >&2; exit 2 ;;
 	esac
 	shift 2
 done
@@ -69,7 +73,7 @@ done
 
 for i in $(seq 1 "$SUBS"); do
 	"$BIN/subscriber" --group "$GROUP" --nats-url "nats://127.0.0.1:$PORT" --verify --expect "$COUNT" \
-		--inject-loss "$LOSS" --inject-seed "$SEED" --metrics-addr "" --log-format json --idle-timeout 30s \
+		--inject-loss "$LOSS" --inject-seed "$SEED" --metrics-addr "" --log-format json --idle-timeout 30s $SUBARGS \
 		>"$OUT/sub$i.json" 2>"$OUT/sub$i.log" &
 	pids+=($!)
 done
@@ -102,12 +106,12 @@ NATS_PID=""
 read -r user sys < <(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); printf "%s ", a[1] * 60 + a[2] } print "" }' "$OUT/fh.time")
 tail -n 1 "$OUT/fh.json" >"$OUT/fh.summary.json"
 cat "$OUT"/sub*.json | grep '^{' | jq -s --slurpfile fh "$OUT/fh.summary.json" \
-	--arg out "$OUT" --argjson subs "$SUBS" --argjson rate "$RATE" --argjson count "$COUNT" --argjson loss "$LOSS" \
+	--arg out "$OUT" --arg subargs "$SUBARGS" --argjson subs "$SUBS" --argjson rate "$RATE" --argjson count "$COUNT" --argjson loss "$LOSS" \
 	--argjson real "$real" --argjson user "$user" --argjson sys "$sys" --argjson nuser "$nats_user" --argjson nsys "$nats_sys" '
 	def median: sort | .[(length / 2 | floor)];
 	($fh[0]) as $f |
 	{
-		subscribers: length, rate: $rate, count: $count, loss: $loss, outdir: $out,
+		subscribers: length, sub_args: $subargs, rate: $rate, count: $count, loss: $loss, outdir: $out,
 		fh_wall_s: $real, fh_cpu_user_s: $user, fh_cpu_sys_s: $sys, fh_cpu_s: ($user + $sys),
 		nats_cpu_s: ($nuser + $nsys), server_cpu_s: ($user + $sys + $nuser + $nsys),
 		requests_received: $f.retransmit_requests,
@@ -120,6 +124,7 @@ cat "$OUT"/sub*.json | grep '^{' | jq -s --slurpfile fh "$OUT/fh.summary.json" \
 		dropped_datagrams_min: (map(.injected_dropped_datagrams) | min), dropped_datagrams_max: (map(.injected_dropped_datagrams) | max),
 		gaps_min: (map(.gaps) | min), gaps_max: (map(.gaps) | max),
 		recovered_sum: (map(.recovered) | add),
+		heard_sum: (map(.recovery_heard // 0) | add), backed_off_sum: (map(.recovery_backed_off // 0) | add),
 		recovery_p99_us_max: (map(.recovery_p99_us // null) | if any(. == null) then null else max end),
 		recovery_p99_us_median: (map(.recovery_p99_us // null) | if any(. == null) then null else median end),
 		recovery_mean_us_median: (map(.recovery_mean_us) | median),

@@ -68,7 +68,7 @@ type Settings struct {
 	FeedName        string        `flag:"feed-name" default:"tickcast" help:"feed name in the NATS subjects, as the feed handler's"`
 	RecoveryTimeout time.Duration `flag:"recovery-timeout" default:"2s" help:"longest wait for one recovery reply"`
 	// Shared losses (docs/recovery.md, "Recovery without storms").
-	RecoveryBackoff time.Duration `flag:"recovery-backoff" default:"5ms" help:"longest random wait before a missing range is asked for, while this subscriber's losses are shared with others (a repair heard during the wait answers it without a request); a subscriber that has seen no shared loss in 10s asks at once (negative: never wait)"`
+	RecoveryBackoff time.Duration `flag:"recovery-backoff" default:"100ms" help:"bound of the random wait before a missing range is asked for while this subscriber's losses are shared with others: the wait adapts from 1ms so that about one request repeats the first per shared loss, and a repair heard during it answers the range without a request; a subscriber that has seen no shared loss in 10s asks at once (negative: never wait)"`
 	RecoveryInline  bool          `flag:"recovery-inline" help:"take every recovery answer on the request's own reply subject and do not listen to the feed's repair subjects: for NATS users who may not subscribe to tickcast.FEED.repair.> (each request then costs the feed handler an answer of its own)"`
 	natsconn.Flags
 	LogFormat   string `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
