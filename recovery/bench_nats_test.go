@@ -65,19 +65,24 @@ func BenchmarkRecoveryLatency(b *testing.B) {
 // each iteration has 20 clients, each on a connection of its own, ask for
 // the same range at once (one datagram's messages), through an embedded
 // NATS server, until every one has its answer. With repairs the server
-// publishes the range once; inline (ClientConfig.InlineOnly, the protocol
-// before repairs) it replies to each. It reports the process's CPU time
+// publishes the range once, and the clients, after the first loss, back off
+// (ClientConfig.RepairBackoff) so that most never ask; repair-no-backoff
+// asks at once, each request answered by a pointer; inline
+// (ClientConfig.InlineOnly, the protocol before repairs) it replies to
+// each. It reports the process's CPU time
 // per loss (server, NATS server and clients, all in this process), the
-// answers the server sent per loss, and the p99 of the clients' latencies.
+// answers the server sent and the requests it received per loss, and the
+// p99 of the clients' latencies.
 func BenchmarkSharedLoss(b *testing.B) {
 	const clients, gap, published = 20, 8, 200_000
 	c := newTestChannel(b, StoreConfig{})
 	st := newStream(b, "SL00000001", 1000, 5, false)
 	publishTo(b, c, st, nil, published, nil)
 	for _, mode := range []struct {
-		name   string
-		inline bool
-	}{{"repair", false}, {"inline", true}} {
+		name    string
+		inline  bool
+		backoff time.Duration
+	}{{"repair", false, 0}, {"repair-no-backoff", false, -1}, {"inline", true, 0}} {
 		b.Run(mode.name, func(b *testing.B) {
 			ns := startNATS(b, natsconn.ServerConfig{})
 			srvConn, _ := connectNATS(b, natsconn.ConnConfig{URL: ns.ClientURL(), Name: "feedhandler"})
@@ -86,7 +91,7 @@ func BenchmarkSharedLoss(b *testing.B) {
 			var notes []chan struct{}
 			for range clients {
 				nc, _ := connectNATS(b, natsconn.ConnConfig{URL: ns.ClientURL(), Name: "subscriber"})
-				cli := newClient(b, nc, ClientConfig{Timeout: 10 * time.Second, InlineOnly: mode.inline})
+				cli := newClient(b, nc, ClientConfig{Timeout: 10 * time.Second, InlineOnly: mode.inline, RepairBackoff: mode.backoff})
 				clis = append(clis, cli)
 				notes = append(notes, newNotify(cli))
 			}
