@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -102,6 +103,14 @@ type Config struct {
 	// RateLimit is the messages per second one requester may be sent;
 	// default 1,000,000.
 	RateLimit float64
+	// RepairWindow is how long after publishing a repair the recovery
+	// server answers requests for the same range with a pointer to it
+	// (recovery.ServerConfig.RepairWindow); default 250 ms.
+	RepairWindow time.Duration
+	// RecoveryQueue, if set, is the NATS queue group the recovery server
+	// takes requests in, shared with the other feed handlers of the same
+	// sessions (recovery.ServerConfig.Queue); empty: a plain subscription.
+	RecoveryQueue string
 
 	// MetricsAddr serves Prometheus metrics on http://ADDR/metrics (port 0:
 	// a free port); empty serves none.
@@ -129,6 +138,7 @@ const (
 	DefaultStoreBytes    = recovery.DefaultMaxBytes
 	DefaultMaxRetransmit = recovery.DefaultMaxRetransmit
 	DefaultRateLimit     = recovery.DefaultRateLimit
+	DefaultRepairWindow  = recovery.DefaultRepairWindow
 )
 
 // ConfigError is a Config field whose value New cannot take: the error type
@@ -168,6 +178,7 @@ func (c Config) withDefaults() Config {
 	config.Default(&c.FeedName, recovery.DefaultFeed)
 	config.Default(&c.NATSListen, DefaultNATSListen)
 	config.Default(&c.RateLimit, DefaultRateLimit)
+	config.Default(&c.RepairWindow, DefaultRepairWindow)
 	return c
 }
 
@@ -227,6 +238,10 @@ func (c *Config) validateRecovery() error {
 		return invalid("MaxRetransmit", c.MaxRetransmit, "want 1..%d", mold.MaxCount)
 	case c.RateLimit < 0:
 		return invalid("RateLimit", c.RateLimit, "must not be negative")
+	case c.RepairWindow < 0 || c.RepairWindow > time.Minute:
+		return invalid("RepairWindow", c.RepairWindow, "want 0..1m")
+	case strings.ContainsAny(c.RecoveryQueue, " \t\r\n"):
+		return invalid("RecoveryQueue", c.RecoveryQueue, "a NATS queue group name has no white space")
 	case len(c.NATSUsers) > 0 && c.NATSURL != "":
 		return invalid("NATSUsers", len(c.NATSUsers), "configures the embedded server, which NATSURL replaces")
 	}

@@ -121,6 +121,7 @@ func (h *FeedHandler) startRecovery() error {
 	}
 	rsrv, err := recovery.NewServer(h.nc, recovery.ServerConfig{Feed: h.cfg.FeedName, Channels: h.stores,
 		MaxRetransmit: h.cfg.MaxRetransmit, RateLimit: h.cfg.RateLimit, LiveInterest: liveInterest,
+		RepairWindow: h.cfg.RepairWindow, Queue: h.cfg.RecoveryQueue,
 		Log: h.log.With().Str("role", "recovery").Logger()})
 	if err != nil {
 		h.log.Error().Err(err).Msg("cannot serve recovery")

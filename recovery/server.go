@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/tickcast/tickcast/config"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,8 @@ func (c ServerConfig) validate() error {
 		return serverCheck.Invalid("LiveQueue", c.LiveQueue, "want 1..%d datagrams", maxLiveQueue)
 	case c.RepairWindow < 0 || c.RepairWindow > maxRepairWindow:
 		return serverCheck.Invalid("RepairWindow", c.RepairWindow, "want 0..%v", maxRepairWindow)
+	case strings.ContainsAny(c.Queue, " \t\r\n"):
+		return serverCheck.Invalid("Queue", c.Queue, "a NATS queue group name has no white space")
 	}
 	return nil
 }

@@ -77,6 +77,8 @@ type Settings struct {
 	StoreBytes    int           `flag:"store-bytes" default:"67108864" help:"retransmission store limit per channel, in message bytes"`
 	MaxRetransmit int           `flag:"max-retransmit" default:"10000" help:"most messages one retransmit request may ask for"`
 	RateLimit     float64       `flag:"rate-limit" default:"1000000" help:"messages per second one requester may be sent"`
+	RepairWindow  time.Duration `flag:"repair-window" default:"250ms" help:"after publishing a repair on the feed's repair subject, answer requests for the same range this long with a pointer to it, not the messages again (docs/recovery.md)"`
+	RecoveryQueue string        `flag:"recovery-queue" default:"" help:"NATS queue group to take recovery requests in, shared with the other feed handlers of the same sessions, so that one answers each request (empty: every feed handler on the NATS server answers)"`
 	MetricsAddr   string        `flag:"metrics-addr" default:"127.0.0.1:9464" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port)"`
 	natsconn.Flags
 
@@ -115,6 +117,9 @@ func (s *Settings) validate() error {
 		return cliconf.Invalid("max-retransmit", "%d: want 1..%d", s.MaxRetransmit, mold.MaxCount)
 	case s.RateLimit <= 0:
 		return cliconf.Invalid("rate-limit", "%v: must be positive", s.RateLimit)
+	case s.RepairWindow <= 0:
+		// fh.Config takes 0 as its default; fh checks the upper limit.
+		return cliconf.Invalid("repair-window", "%v: must be positive", s.RepairWindow)
 	case s.Demo && s.Count == 0:
 		return cliconf.Invalid("count", "0 (no limit) cannot be combined with --demo, which ends when the feed does")
 	}
@@ -129,6 +134,7 @@ var flagOf = map[string]string{
 	"Duration": "duration", "Linger": "linger", "FeedName": "feed-name", "NATSURL": "nats-url",
 	"NATSListen": "nats-listen", "NATSUsers": "nats-users", "StoreMessages": "store-messages",
 	"StoreBytes": "store-bytes", "MaxRetransmit": "max-retransmit", "RateLimit": "rate-limit",
+	"RepairWindow": "repair-window", "RecoveryQueue": "recovery-queue",
 	"MetricsAddr": "metrics-addr", "NATSLive": "nats-live",
 }
 
@@ -165,7 +171,7 @@ func (s *Settings) config() (fh.Config, error) {
 		Rate: s.Rate, PaceSpin: s.PaceSpin, Duration: s.Duration, Linger: s.Linger,
 		FeedName: s.FeedName, NATSURL: s.NATSURL, NATSListen: s.NATSListen, NATS: s.Flags, NATSLive: s.NATSLive,
 		StoreMessages: s.StoreMessages, StoreBytes: s.StoreBytes, MaxRetransmit: s.MaxRetransmit, RateLimit: s.RateLimit,
-		MetricsAddr: s.MetricsAddr,
+		RepairWindow: s.RepairWindow, RecoveryQueue: s.RecoveryQueue, MetricsAddr: s.MetricsAddr,
 	}
 	if _, set := s.Origins["max-datagram"]; !set && s.Transport == "rdma" {
 		c.MaxDatagram = 0 // the RDMA port's active MTU

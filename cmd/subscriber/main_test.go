@@ -22,6 +22,8 @@ func TestBadSettingsExit2(t *testing.T) {
 		{[]string{"--iface", "eth0"}, nil, "iface"},
 		{[]string{"--idle-timeout", "-1s"}, nil, "idle-timeout"},
 		{[]string{"--expect", "-3"}, nil, "expect"},
+		{[]string{"--recovery-backoff", "2s"}, nil, "recovery-backoff"},
+		{[]string{"--recovery-backoff", "-1"}, nil, "recovery-backoff"},
 		{[]string{"--metrics-addr", "localhost:metrics"}, nil, "metrics-addr"},
 		{nil, map[string]string{"TICKCAST_VERIFY": "maybe"}, "TICKCAST_VERIFY"},
 	}
