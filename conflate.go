@@ -18,8 +18,13 @@ import (
 // from recovery, and the per-instrument sequence check sees every message
 // before conflation, so none is reported as an instrument gap.
 
-// DefaultConflateThreshold is the default ConflateConfig.Threshold.
-const DefaultConflateThreshold = 1024
+// Defaults of a ConflateConfig.
+const (
+	// DefaultConflateThreshold is the default ConflateConfig.Threshold.
+	DefaultConflateThreshold = 128
+	// DefaultConflateInterval is the default ConflateConfig.Interval.
+	DefaultConflateInterval = 1024
+)
 
 // ConflateConfig configures conflation.
 type ConflateConfig struct {
@@ -35,16 +40,27 @@ type ConflateConfig struct {
 	// passes Threshold until its lines are found empty again. Zero means
 	// DefaultConflateThreshold.
 	Threshold int
+	// Interval: while a channel conflates, its held quotes are delivered
+	// every Interval messages of the backlog, so that none waits longer,
+	// and all of them when the channel has caught up. Each delivery costs
+	// a handler call per instrument with a held quote, so Interval is
+	// kept apart from, and larger than, a low Threshold. Zero means
+	// DefaultConflateInterval.
+	Interval int
 }
 
 func (c ConflateConfig) withDefaults() ConflateConfig {
 	config.Default(&c.Threshold, DefaultConflateThreshold)
+	config.Default(&c.Interval, DefaultConflateInterval)
 	return c
 }
 
 func (c ConflateConfig) validate() error {
 	if c.Threshold < 1 {
 		return subscriberCheck.Invalid("Conflate.Threshold", c.Threshold, "must be positive")
+	}
+	if c.Interval < 1 {
+		return subscriberCheck.Invalid("Conflate.Interval", c.Interval, "must be positive")
 	}
 	return nil
 }
@@ -66,7 +82,7 @@ type heldQuote struct {
 // quote: holding a quote copies it into memory allocated before.
 type conflator struct {
 	threshold uint64
-	every     uint64 // while conflating, held quotes go every this many messages (the threshold)
+	every     uint64 // while conflating, held quotes go every this many messages (ConflateConfig.Interval)
 	on        bool   // conflating now
 	backlog   uint64 // messages released since the lines were last found empty
 	defined   []bool // by instrument id: its definition arrived in this session
@@ -77,7 +93,7 @@ type conflator struct {
 }
 
 func newConflator(cfg ConflateConfig, deliver func(seq uint64, msg []byte, line int, recvNs int64)) *conflator {
-	return &conflator{threshold: uint64(cfg.Threshold), every: uint64(cfg.Threshold), deliver: deliver}
+	return &conflator{threshold: uint64(cfg.Threshold), every: uint64(cfg.Interval), deliver: deliver}
 }
 
 // endPoll ends a Poll of the channel: when the lines were found empty
@@ -99,8 +115,8 @@ func (c *conflator) hold(seq uint64, msg []byte, line int, recvNs int64) bool {
 	c.backlog++
 	if c.backlog > c.threshold {
 		c.on = true // the message that passes the threshold is the first conflated
-		if c.backlog%c.every == 0 {
-			// Every threshold messages of a backlog the held quotes go:
+		if (c.backlog-c.threshold)%c.every == 0 {
+			// Every Interval messages of a backlog the held quotes go:
 			// none waits longer, however long the backlog lasts.
 			c.flush()
 		}

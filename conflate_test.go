@@ -89,6 +89,43 @@ func TestConflatorRules(t *testing.T) {
 	}
 }
 
+// TestConflatorInterval: while a channel conflates, its held quotes go
+// every Interval messages past the threshold, each instrument's latest, and
+// not in between.
+func TestConflatorInterval(t *testing.T) {
+	var out []delivered
+	c := newConflator(ConflateConfig{On: true, Threshold: 2, Interval: 4}.withDefaults(), func(seq uint64, msg []byte, line int, recvNs int64) {
+		f := feed.Flags(binary.LittleEndian.Uint16(msg[2:]))
+		out = append(out, delivered{seq, feed.Type(msg[0]), binary.LittleEndian.Uint32(msg[4:]), f&feed.FlagConflated != 0})
+	})
+	send(c, 1, feed.TypeDefinition, 1)
+	send(c, 2, feed.TypeDefinition, 2) // backlog 2: the threshold
+	for seq := uint64(3); seq <= 13; seq++ {
+		send(c, seq, feed.TypeQuote, uint32(seq%2+1))
+	}
+	// Quotes alternate between instruments 2 (odd) and 1 (even), held from
+	// 3 on. The message that takes the backlog to 2+4 (quote 6) first
+	// delivers what is held, in the order first held: 5 (superseding 3),
+	// then 4 (superseding nothing); 2+8 (quote 10) delivers 8 (superseding
+	// 6) and 9 (superseding 7).
+	want := []delivered{
+		{1, feed.TypeDefinition, 1, false}, {2, feed.TypeDefinition, 2, false},
+		{5, feed.TypeQuote, 2, true}, {4, feed.TypeQuote, 1, false},
+		{8, feed.TypeQuote, 1, true}, {9, feed.TypeQuote, 2, true},
+	}
+	if len(out) != len(want) {
+		t.Fatalf("delivered %v, want %v", out, want)
+	}
+	for i := range want {
+		if out[i] != want[i] {
+			t.Fatalf("delivery %d: %v, want %v (all: %v)", i, out[i], want[i], out)
+		}
+	}
+	if c.pending() != 2 || c.conflated != 5 {
+		t.Fatalf("pending %d, conflated %d: want 2 (quotes 12 and 13) and 5 (3, 6, 7, 10 and 11 superseded)", c.pending(), c.conflated)
+	}
+}
+
 // TestConflatorSessionStart: a new session delivers what is held and
 // forgets the definitions.
 func TestConflatorSessionStart(t *testing.T) {

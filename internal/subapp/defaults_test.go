@@ -27,7 +27,8 @@ func libDefaults() libConfigs {
 		Subscriber: tickcast.SubscriberConfig{Tracker: seqgap.Config{
 			Window: seqgap.DefaultWindow, SlotSize: seqgap.DefaultSlotSize, GapDelay: seqgap.DefaultGapDelay,
 			LostAfter: seqgap.DefaultLostAfter, MaxGaps: seqgap.DefaultMaxGaps, StaleAfter: seqgap.DefaultStaleAfter,
-		}, Conflate: tickcast.ConflateConfig{Threshold: tickcast.DefaultConflateThreshold}},
+		}, Conflate: tickcast.ConflateConfig{Threshold: tickcast.DefaultConflateThreshold,
+			Interval: tickcast.DefaultConflateInterval}},
 		Recovery: recovery.ClientConfig{Feed: recovery.DefaultFeed, Timeout: recovery.DefaultTimeout,
 			MaxInflight: recovery.DefaultMaxInflight, QueueLen: recovery.DefaultQueueLen,
 			MaxPerRequest: recovery.DefaultMaxPerRequest, SnapshotAbove: recovery.DefaultSnapshotAbove,

@@ -80,7 +80,8 @@ type Settings struct {
 	MetricsSDDir string `flag:"metrics-sd-dir" default:"" help:"register the metrics address for Prometheus's file-based service discovery (file_sd_configs): write DIR/subscriber-HOST-PORT.json, an existing directory, and remove it at exit (empty: no file)"`
 	// Conflation (docs/slow-consumers.md).
 	Conflate          bool `flag:"conflate" help:"while a channel is behind (its backlog above --conflate-threshold), deliver each instrument's latest quote instead of every quote; trades, busts, status changes and definitions are never conflated. Superseded quotes count as conflated, not missing"`
-	ConflateThreshold int  `flag:"conflate-threshold" default:"1024" help:"backlog in messages past which --conflate conflates a channel's quotes: messages released since the channel's rings and sockets were last found empty"`
+	ConflateThreshold int  `flag:"conflate-threshold" default:"128" help:"backlog in messages past which --conflate conflates a channel's quotes: messages released since the channel's rings and sockets were last found empty"`
+	ConflateInterval  int  `flag:"conflate-interval" default:"1024" help:"while --conflate conflates a channel, deliver its held quotes every this many messages of the backlog (and all of them once it has caught up)"`
 
 	// Fault injection: a test facility (package ud/faults), off unless set.
 	InjectLoss     float64 `flag:"inject-loss" help:"test facility: drop each received datagram with this probability (0..1), on every line, before the subscriber sees it"`
@@ -336,6 +337,9 @@ func (s *Settings) checkLimits() error {
 	if s.ConflateThreshold < 1 {
 		return cliconf.Invalid("conflate-threshold", "%d: must be positive", s.ConflateThreshold)
 	}
+	if s.ConflateInterval < 1 {
+		return cliconf.Invalid("conflate-interval", "%d: must be positive", s.ConflateInterval)
+	}
 	if s.HandlerDelay < 0 {
 		return cliconf.Invalid("handler-delay", "%v: must not be negative", s.HandlerDelay)
 	}
@@ -411,7 +415,7 @@ func (s *Settings) libConfigs(p plan) libConfigs {
 			Spin:     p.mode == ud.DirectSpin && s.Transport != "nats",
 			Backoff:  p.backoff,
 			Tracker:  seqgap.Config{Window: s.Window, GapDelay: s.GapDelay, LostAfter: s.LostAfter, StaleAfter: s.StaleAfter},
-			Conflate: tickcast.ConflateConfig{On: s.Conflate, Threshold: s.ConflateThreshold},
+			Conflate: tickcast.ConflateConfig{On: s.Conflate, Threshold: s.ConflateThreshold, Interval: s.ConflateInterval},
 		},
 		Recovery: recovery.ClientConfig{Feed: s.FeedName, Timeout: s.RecoveryTimeout, RepairBackoff: s.RecoveryBackoff, InlineOnly: s.RecoveryInline},
 		UDP: udp.Config{Interface: p.iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
