@@ -77,9 +77,47 @@ type heldQuote struct {
 	msg        [feed.QuoteLen]byte
 }
 
+// levelKey names one price level of one instrument's book.
+type levelKey struct {
+	inst uint32
+	side feed.Side
+	px   int64
+}
+
+// heldLevel is the latest state of one price level, held by a conflating
+// channel until it is delivered: the latest delta, and the action of the
+// first one held, which says what the handler knew of the level before.
+type heldLevel struct {
+	key    levelKey
+	seq    uint64
+	recvNs int64
+	line   int
+	first  byte // action of the first delta held
+	folded int  // deltas held in it (the latest and those it superseded)
+	msg    [feed.LevelDeltaLen]byte
+}
+
+// levelAction is the action that brings the handler from what it knew of a
+// level before the first held delta (first) to the state after the latest
+// (latest); ok is false when there is nothing to deliver: a level created
+// and deleted while held.
+func levelAction(first, latest byte) (action byte, ok bool) {
+	switch {
+	case first == feed.ActionNew && latest == feed.ActionDelete:
+		return 0, false // never seen, gone again
+	case first == feed.ActionNew:
+		return feed.ActionNew, true // never seen: new, with its latest state
+	case latest == feed.ActionDelete:
+		return feed.ActionDelete, true
+	}
+	return feed.ActionChange, true // it existed before, and does after
+}
+
 // conflator is one channel's conflation state. Its tables are indexed by
 // instrument id and grow when a definition names a larger id, never per
-// quote: holding a quote copies it into memory allocated before.
+// quote: holding a quote copies it into memory allocated before. Held
+// price levels live in a slice and a map that grow with the most levels
+// held at once, and are reused after each delivery.
 type conflator struct {
 	threshold uint64
 	every     uint64 // while conflating, held quotes go every this many messages (ConflateConfig.Interval)
@@ -87,13 +125,15 @@ type conflator struct {
 	backlog   uint64 // messages released since the lines were last found empty
 	defined   []bool // by instrument id: its definition arrived in this session
 	held      []heldQuote
-	order     []uint32 // instruments with a held quote, in the order they were first held
-	conflated uint64   // quotes superseded by a later quote of their instrument
+	order     []uint32           // instruments with a held quote, in the order they were first held
+	conflated uint64             // quotes and level deltas superseded, and levels created and deleted while held
+	levels    []heldLevel        // held price levels, in the order first held
+	levelAt   map[levelKey]int32 // index in levels by level
 	deliver   func(seq uint64, msg []byte, line int, recvNs int64)
 }
 
 func newConflator(cfg ConflateConfig, deliver func(seq uint64, msg []byte, line int, recvNs int64)) *conflator {
-	return &conflator{threshold: uint64(cfg.Threshold), every: uint64(cfg.Interval), deliver: deliver}
+	return &conflator{threshold: uint64(cfg.Threshold), every: uint64(cfg.Interval), deliver: deliver, levelAt: map[levelKey]int32{}}
 }
 
 // endPoll ends a Poll of the channel: when the lines were found empty
@@ -106,8 +146,8 @@ func (c *conflator) endPoll(caughtUp bool) {
 	}
 }
 
-// hold takes msg if it is to be conflated: a quote of a defined instrument
-// while the channel conflates. It returns false for a message to be
+// hold takes msg if it is to be conflated: a quote or level delta of a
+// defined instrument while the channel conflates. It returns false for a message to be
 // delivered now. A definition, status or trade bust first delivers its
 // instrument's held quote, so that it never overtakes them; a trade does
 // not (see docs/slow-consumers.md).
@@ -137,6 +177,12 @@ func (c *conflator) hold(seq uint64, msg []byte, line int, recvNs int64) bool {
 		c.flushOne(inst)
 		return false
 	case feed.TypeQuote:
+	case feed.TypeLevelDelta:
+		if !c.on || int(inst) >= len(c.defined) || !c.defined[inst] || len(msg) != feed.LevelDeltaLen {
+			return false
+		}
+		c.holdLevel(inst, seq, msg, line, recvNs)
+		return true
 	default:
 		return false
 	}
@@ -155,6 +201,25 @@ func (c *conflator) hold(seq uint64, msg []byte, line int, recvNs int64) bool {
 	return true
 }
 
+// holdLevel holds level delta msg of inst: the first of its level, or the
+// latest, superseding the one held.
+func (c *conflator) holdLevel(inst uint32, seq uint64, msg []byte, line int, recvNs int64) {
+	body := msg[feed.HeaderLen:]
+	key := levelKey{inst: inst, side: feed.Side(body[0]), px: int64(binary.LittleEndian.Uint64(body[8:]))}
+	i, ok := c.levelAt[key]
+	if !ok {
+		i = int32(len(c.levels))
+		c.levels = append(c.levels, heldLevel{key: key, first: body[1]})
+		c.levelAt[key] = i
+	} else {
+		c.conflated++
+	}
+	h := &c.levels[i]
+	h.seq, h.line, h.recvNs = seq, line, recvNs
+	h.folded++
+	copy(h.msg[:], msg)
+}
+
 // define marks inst's definition as arrived, growing the tables if inst is
 // new and larger than any before.
 func (c *conflator) define(inst uint32) {
@@ -169,8 +234,22 @@ func (c *conflator) define(inst uint32) {
 	c.defined[inst] = true
 }
 
-// flushOne delivers inst's held quote, if any.
+// flushOne delivers inst's held price levels and quote, if any.
 func (c *conflator) flushOne(inst uint32) {
+	if len(c.levels) > 0 {
+		kept := c.levels[:0]
+		for i := range c.levels {
+			h := &c.levels[i]
+			if h.key.inst == inst {
+				c.releaseLevel(h)
+				delete(c.levelAt, h.key)
+				continue
+			}
+			c.levelAt[h.key] = int32(len(kept))
+			kept = append(kept, *h)
+		}
+		c.levels = kept
+	}
 	if int(inst) >= len(c.held) || !c.held[inst].held {
 		return
 	}
@@ -183,12 +262,37 @@ func (c *conflator) flushOne(inst uint32) {
 	}
 }
 
-// flush delivers every held quote, in the order they were first held.
+// flush delivers every held price level, then every held quote, each in
+// the order they were first held.
 func (c *conflator) flush() {
+	for i := range c.levels {
+		c.releaseLevel(&c.levels[i])
+	}
+	c.levels = c.levels[:0]
+	clear(c.levelAt)
 	for _, inst := range c.order {
 		c.release(inst)
 	}
 	c.order = c.order[:0]
+}
+
+// releaseLevel delivers held level h as the action that brings the handler
+// to its latest state, flagged feed.FlagConflated when it folded several
+// deltas; a level created and deleted while held is delivered as nothing,
+// and its last delta too counts as conflated.
+func (c *conflator) releaseLevel(h *heldLevel) {
+	action, ok := levelAction(h.first, h.msg[feed.HeaderLen+1])
+	if !ok {
+		c.conflated++
+		return
+	}
+	msg := h.msg[:]
+	msg[feed.HeaderLen+1] = action
+	if h.folded > 1 {
+		f := binary.LittleEndian.Uint16(msg[2:]) | uint16(feed.FlagConflated)
+		binary.LittleEndian.PutUint16(msg[2:], f)
+	}
+	c.deliver(h.seq, msg, h.line, h.recvNs)
 }
 
 // release delivers inst's held quote, flagged feed.FlagConflated when it
@@ -216,5 +320,5 @@ func (c *conflator) sessionStart() {
 // behind its feed.
 func (c *conflator) behind() bool { return c != nil && c.on }
 
-// pending returns how many quotes are held.
-func (c *conflator) pending() int { return len(c.order) }
+// pending returns how many messages are held: quotes and price levels.
+func (c *conflator) pending() int { return len(c.order) + len(c.levels) }

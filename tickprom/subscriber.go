@@ -77,7 +77,7 @@ func NewSubscriberCollector(s *tickcast.Subscriber) prometheus.Collector {
 	c.recMessages = c.desc(p+"recovery_client_messages_total", "Messages received in recovery replies.")
 	c.recHeard = c.desc(p+"recovery_client_heard_total", "Missing ranges answered by a repair another subscriber asked for, without a request of this one's.")
 	c.recBackedOff = c.desc(p+"recovery_client_backed_off_total", "Requests that waited a random back-off because losses were shared with other subscribers.")
-	c.conflated = c.desc(p+"conflated_messages_total", "Quotes superseded by a later quote of their instrument while the channel conflated (--conflate), not delivered.", ch...)
+	c.conflated = c.desc(p+"conflated_messages_total", "Quotes and level deltas superseded by a later one of their instrument or price level while the channel conflated (--conflate), not delivered.", ch...)
 	return c
 }
 

@@ -79,7 +79,7 @@ type Settings struct {
 	// Several subscribers per host: docs/operations.md, "Several subscribers on one host".
 	MetricsSDDir string `flag:"metrics-sd-dir" default:"" help:"register the metrics address for Prometheus's file-based service discovery (file_sd_configs): write DIR/subscriber-HOST-PORT.json, an existing directory, and remove it at exit (empty: no file)"`
 	// Conflation (docs/slow-consumers.md).
-	Conflate          bool `flag:"conflate" help:"while a channel is behind (its backlog above --conflate-threshold), deliver each instrument's latest quote instead of every quote; trades, busts, status changes and definitions are never conflated. Superseded quotes count as conflated, not missing"`
+	Conflate          bool `flag:"conflate" help:"while a channel is behind (its backlog above --conflate-threshold), deliver each instrument's latest quote instead of every quote (and each price level's latest state instead of every level delta); trades, busts, status changes and definitions are never conflated. Superseded messages count as conflated, not missing"`
 	ConflateThreshold int  `flag:"conflate-threshold" default:"128" help:"backlog in messages past which --conflate conflates a channel's quotes: messages released since the channel's rings and sockets were last found empty"`
 	ConflateInterval  int  `flag:"conflate-interval" default:"1024" help:"while --conflate conflates a channel, deliver its held quotes every this many messages of the backlog (and all of them once it has caught up)"`
 
