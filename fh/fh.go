@@ -30,6 +30,7 @@ type FeedHandler struct {
 	pub     *tickcast.Publisher
 	closed  bool // pub is closed
 	sink    packetSink
+	health  healthState
 }
 
 // New checks cfg, starts NATS (embedded, unless cfg.NATSURL names a
@@ -67,6 +68,7 @@ func (h *FeedHandler) start() error {
 		return fmt.Errorf("fh: metrics on %s: %w", h.cfg.MetricsAddr, err)
 	}
 	h.metrics = m
+	m.SetHealth(h.healthy)
 	if err := h.startPublisher(); err != nil {
 		return err
 	}
@@ -206,6 +208,14 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 	}
 	defer cancel()
 	start := time.Now()
+	h.health.started = start
+	h.health.phase.Store(phasePublishing)
+	healthDone := make(chan struct{})
+	go h.watchHealth(healthDone)
+	defer func() {
+		close(healthDone)
+		h.health.phase.Store(phaseDone)
+	}()
 	unknown := 0
 	runErr := h.pub.Run(runCtx, h.cfg.Source, tickcast.RunConfig{Rate: h.cfg.Rate, Spin: h.cfg.PaceSpin, OnError: func(err error) {
 		unknown++
@@ -216,6 +226,7 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 	endErr := h.pub.End()
 	elapsed := time.Since(start)
 	if h.cfg.Linger > 0 && ctx.Err() == nil {
+		h.health.phase.Store(phaseLingering)
 		h.linger(ctx)
 	}
 	h.closed = true
@@ -304,11 +315,13 @@ type packetSink struct {
 	live   bool
 	log    zerolog.Logger
 	errors atomic.Uint64 // packets a store refused
+	sent   atomic.Uint64 // packets recorded (the health check's sign of life)
 }
 
 // record is PublisherConfig.OnPacket and OnControl. A store refuses only
 // what breaks the stream; that is counted and logged, the first ten times.
 func (k *packetSink) record(ch int, session mold.Session, firstSeq uint64, pkt []byte) {
+	k.sent.Add(1)
 	if err := k.stores[ch].OnPacket(session, firstSeq, pkt); err != nil {
 		if n := k.errors.Add(1); n <= 10 {
 			k.log.Error().Err(err).Int("channel", ch).Msg("retransmission store")

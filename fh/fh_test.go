@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/internal/cliconf"
+	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/internal/subapp"
 	"github.com/tickcast/tickcast/internal/testenv"
@@ -163,4 +164,50 @@ func TestControlStoreError(t *testing.T) {
 	if k.errors.Load() != 1 {
 		t.Errorf("after a good heartbeat %d errors counted, want still 1", k.errors.Load())
 	}
+}
+
+// TestHealth: the health check says starting before Run, healthy while it
+// publishes, and names NATS once the connection to it is gone.
+func TestHealth(t *testing.T) {
+	syn, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: 3, Instruments: 10, Channels: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{Source: syn, Channels: 1, GroupA: testGroup(t), Rate: 1000,
+		NATSListen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	url := "http://" + h.MetricsAddr() + metricsrv.HealthPath
+	expect := func(what, want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := metricsrv.CheckHealth(url, time.Second)
+			got := "healthy"
+			if err != nil {
+				got = err.Error()
+			}
+			if strings.Contains(got, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: health %q, want %q", what, got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	expect("before Run", "starting")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Run(ctx)
+	}()
+	expect("publishing", "healthy")
+	h.srv.Shutdown() // the embedded NATS server goes away
+	expect("without NATS", "not connected to NATS")
+	cancel()
+	<-done
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/tickcast/tickcast/fh"
 	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/logging"
+	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/internal/subapp"
 	"github.com/tickcast/tickcast/mold"
@@ -221,10 +222,13 @@ func main() {
 
 // run is the program: it returns the exit code.
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if url, ok := metricsrv.HealthArg(args); ok {
+		return metricsrv.HealthMain("feedhandler", url, stdout, stderr)
+	}
 	var s Settings
 	err := cliconf.Load("feedhandler", args, getenv, &s)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, cliconf.Usage("feedhandler", &s))
+		fmt.Fprint(stdout, cliconf.Usage("feedhandler", &s), metricsrv.HealthUsage("feedhandler", "127.0.0.1:9464"))
 		return 0
 	}
 	var cfg fh.Config

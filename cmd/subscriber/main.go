@@ -24,6 +24,7 @@ import (
 
 	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/logging"
+	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/internal/subapp"
 )
 
@@ -32,10 +33,13 @@ func main() {
 }
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if url, ok := metricsrv.HealthArg(args); ok {
+		return metricsrv.HealthMain("subscriber", url, stdout, stderr)
+	}
 	var s subapp.Settings
 	err := cliconf.Load("subscriber", args, getenv, &s)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, cliconf.Usage("subscriber", &s))
+		fmt.Fprint(stdout, cliconf.Usage("subscriber", &s), metricsrv.HealthUsage("subscriber", subapp.DefaultMetricsAddr))
 		return 0
 	}
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,6 +52,7 @@ type Server struct {
 	srv      *http.Server
 	done     chan struct{}
 	sdFile   string // the service discovery file Register wrote, which Close removes
+	health   atomic.Pointer[func() error]
 }
 
 // Start listens on addr and serves Registry at /metrics on its own
@@ -87,12 +89,13 @@ func StartDefault(addr string, ports int, log zerolog.Logger) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc(HealthPath, s.serveHealth)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
-		fmt.Fprintln(w, "tickcast: metrics at /metrics")
+		fmt.Fprintln(w, "tickcast: metrics at /metrics, health at "+HealthPath)
 	})
 	s.ln, s.done = ln, make(chan struct{})
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

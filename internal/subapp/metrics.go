@@ -100,11 +100,11 @@ func (m *appMetrics) recoveryP99() float64 {
 // Flush implements tickcast.Observer.
 func (m *appMetrics) Flush() { m.lat.Flush() }
 
-// defaultMetricsAddr is --metrics-addr's default. A subscriber left at it
+// DefaultMetricsAddr is --metrics-addr's default. A subscriber left at it
 // serves on the first free port of metricsPorts from its port on
 // (9465..9564), so that several run on one host with their defaults.
 const (
-	defaultMetricsAddr = "127.0.0.1:9465"
+	DefaultMetricsAddr = "127.0.0.1:9465"
 	metricsPorts       = 100
 )
 
@@ -130,7 +130,7 @@ func (s *Settings) checkMetrics() error {
 // subscriber may try: the range when the address is the default and was not
 // given explicitly, else that one port.
 func (s *Settings) metricsPortsToTry() int {
-	if _, set := s.Origins["metrics-addr"]; set || s.MetricsAddr != defaultMetricsAddr {
+	if _, set := s.Origins["metrics-addr"]; set || s.MetricsAddr != DefaultMetricsAddr {
 		return 1
 	}
 	return metricsPorts

@@ -32,7 +32,7 @@ func load(t *testing.T, args []string, env map[string]string) Settings {
 // is that one port.
 func TestMetricsPortsToTry(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "sub.yml")
-	if err := os.WriteFile(cfg, []byte("metrics-addr: "+defaultMetricsAddr+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("metrics-addr: "+DefaultMetricsAddr+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -42,8 +42,8 @@ func TestMetricsPortsToTry(t *testing.T) {
 		want int
 	}{
 		{"default", nil, nil, metricsPorts},
-		{"flag", []string{"--metrics-addr", defaultMetricsAddr}, nil, 1},
-		{"env", nil, map[string]string{"TICKCAST_METRICS_ADDR": defaultMetricsAddr}, 1},
+		{"flag", []string{"--metrics-addr", DefaultMetricsAddr}, nil, 1},
+		{"env", nil, map[string]string{"TICKCAST_METRICS_ADDR": DefaultMetricsAddr}, 1},
 		{"config file", []string{"--config", cfg}, nil, 1},
 		{"other address", []string{"--metrics-addr", "127.0.0.1:9600"}, nil, 1},
 	} {
@@ -61,10 +61,10 @@ func TestMetricsDefaults(t *testing.T) {
 	if err := cliconf.Defaults(&s); err != nil {
 		t.Fatal(err)
 	}
-	if s.MetricsAddr != defaultMetricsAddr {
-		t.Errorf("--metrics-addr defaults to %q, the range starts at %q", s.MetricsAddr, defaultMetricsAddr)
+	if s.MetricsAddr != DefaultMetricsAddr {
+		t.Errorf("--metrics-addr defaults to %q, the range starts at %q", s.MetricsAddr, DefaultMetricsAddr)
 	}
-	_, port, _ := net.SplitHostPort(defaultMetricsAddr)
+	_, port, _ := net.SplitHostPort(DefaultMetricsAddr)
 	var first int
 	fmt.Sscan(port, &first)
 	f, _ := reflect.TypeFor[Settings]().FieldByName("MetricsAddr")

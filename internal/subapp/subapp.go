@@ -152,6 +152,9 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		a.closeRecovery()
 		return nil, err
 	}
+	if a.met.srv != nil {
+		a.met.srv.SetHealth(a.health)
+	}
 	st := a.sub.ReceiverStats(0, tickcast.LineA)
 	log.Info().Ints("channels", a.sub.Channels()).Str("group", s.Group).Str("group_b", s.GroupB).
 		Str("transport", s.Transport).Str("mode", s.Mode).Int("rcvbuf_granted", st.RcvBuf).Bool("verify", s.Verify).Msg("subscribed")
