@@ -48,16 +48,16 @@ var programs = []string{"feedhandler", "subscriber"}
 //     from subapp.Settings), with a value where the setting needs one;
 //   - the settings the subscriber must share with the feed handler (channel
 //     layout, synthetic feed for --verify) are equal;
-//   - multicast stays in one network namespace: the feed handler sends on
-//     loopback with TTL 0 and the subscriber shares its namespace;
-//   - both talk to the nats service;
+//   - every service runs with host networking, and multicast stays on the
+//     host: the feed handler sends on loopback with TTL 0;
+//   - both programs talk to the nats service where it listens, and check
+//     their health at their own metrics address;
 //   - Prometheus's --config.file resolves through its mounts to a file that
 //     the prometheus config package loads, whose rule files exist inside the
-//     mount, and whose scrape targets reach each program's --metrics-addr
-//     port by a name the compose network gives it;
+//     mount, and whose scrape targets are each program's --metrics-addr;
 //   - every bind-mounted path exists, and Grafana's provisioning works in
 //     the container: dashboard providers read mounted directories that
-//     hold dashboards, and the datasource is the prometheus service.
+//     hold dashboards, and the datasource is where Prometheus listens.
 func TestCompose(t *testing.T) {
 	p := loadProject(t)
 	for _, name := range []string{"nats", "prometheus", "grafana", "feedhandler", "subscriber"} {
@@ -87,18 +87,22 @@ func TestCompose(t *testing.T) {
 		}
 	}
 	if ip := net.ParseIP(fh["iface"]); ip == nil || !ip.IsLoopback() {
-		t.Errorf("feed handler iface %q: the default must be loopback, so that multicast stays in the namespace", fh["iface"])
+		t.Errorf("feed handler iface %q: the default must be loopback, so that multicast stays on the host", fh["iface"])
 	}
 	if fh["ttl"] != "0" {
 		t.Errorf("feed handler ttl %q: the default must be 0 (TICKCAST_TTL), so that multicast stays on the host", fh["ttl"])
 	}
-	if got := p.Services["subscriber"].NetworkMode; got != "service:feedhandler" {
-		t.Errorf("subscriber network_mode %q: it must share the feed handler's namespace (service:feedhandler) to receive loopback multicast", got)
-	}
-	for _, prog := range programs {
-		if u := given[prog]["nats-url"]; natsHost(u) != "nats" {
-			t.Errorf("%s nats-url %q: want the nats service (nats://nats:4222)", prog, u)
+	for name, svc := range p.Services {
+		if svc.NetworkMode != "host" {
+			t.Errorf("%s: network_mode %q, want host (every service on the host's network, as multicast deployments run)", name, svc.NetworkMode)
 		}
+	}
+	natsAt := natsListen(t, p.Services["nats"])
+	for _, prog := range programs {
+		if u := given[prog]["nats-url"]; strings.TrimPrefix(u, "nats://") != natsAt {
+			t.Errorf("%s nats-url %q: want the nats service where it listens, nats://%s", prog, u, natsAt)
+		}
+		checkHealthcheck(t, p.Services[prog], given[prog]["metrics-addr"])
 	}
 
 	checkMounts(t, p)
@@ -179,6 +183,36 @@ func parseUsage(t *testing.T, usage string) map[string]setting {
 		}
 	}
 	return settings
+}
+
+// natsListen returns the address the nats service listens on, from its
+// --addr and --port.
+func natsListen(t *testing.T, svc types.ServiceConfig) string {
+	t.Helper()
+	addr, port := "0.0.0.0", "4222"
+	for i := 0; i+1 < len(svc.Command); i++ {
+		switch svc.Command[i] {
+		case "--addr", "-a":
+			addr = svc.Command[i+1]
+		case "--port", "-p":
+			port = svc.Command[i+1]
+		}
+	}
+	return net.JoinHostPort(addr, port)
+}
+
+// checkHealthcheck checks that svc's healthcheck runs its own program with
+// --health at its metrics address (the images have no shell).
+func checkHealthcheck(t *testing.T, svc types.ServiceConfig, metricsAddr string) {
+	t.Helper()
+	want := []string{"CMD", "/usr/local/bin/" + svc.Name, "--health", "http://" + metricsAddr + "/healthz"}
+	if svc.HealthCheck == nil || !slices.Equal(svc.HealthCheck.Test, want) {
+		var got []string
+		if svc.HealthCheck != nil {
+			got = svc.HealthCheck.Test
+		}
+		t.Errorf("%s: healthcheck %q, want %q", svc.Name, got, want)
+	}
 }
 
 // checkBuild checks that svc runs its program from an image built from the
@@ -264,19 +298,6 @@ func checkSettings(t *testing.T, svc types.ServiceConfig, settings map[string]se
 	return given
 }
 
-// natsHost returns the host of a NATS URL.
-func natsHost(u string) string {
-	rest, ok := strings.CutPrefix(u, "nats://")
-	if !ok {
-		return ""
-	}
-	host, _, err := net.SplitHostPort(rest)
-	if err != nil {
-		return ""
-	}
-	return host
-}
-
 // checkMounts checks that every bind-mounted host path exists.
 func checkMounts(t *testing.T, p *types.Project) {
 	t.Helper()
@@ -349,8 +370,8 @@ func checkGrafana(t *testing.T, p *types.Project, scrapeInterval time.Duration) 
 		if ds.Type != "prometheus" {
 			continue
 		}
-		if ds.URL != "http://prometheus:9090" {
-			t.Errorf("grafana datasource %q: url %q, want the prometheus service, http://prometheus:9090", ds.Name, ds.URL)
+		if want := "http://" + prometheusListen(p.Services["prometheus"]); ds.URL != want {
+			t.Errorf("grafana datasource %q: url %q, want where the prometheus service listens, %s", ds.Name, ds.URL, want)
 		}
 		if ti := ds.JSONData.TimeInterval; ti != "" {
 			if d, err := time.ParseDuration(ti); err != nil || d != scrapeInterval {
@@ -358,6 +379,16 @@ func checkGrafana(t *testing.T, p *types.Project, scrapeInterval time.Duration) 
 			}
 		}
 	}
+}
+
+// prometheusListen returns the address the prometheus service listens on.
+func prometheusListen(svc types.ServiceConfig) string {
+	for _, a := range svc.Command {
+		if v, ok := strings.CutPrefix(a, "--web.listen-address="); ok {
+			return v
+		}
+	}
+	return "0.0.0.0:9090"
 }
 
 // hostPath maps a path inside svc's container to the host through its bind
@@ -431,9 +462,8 @@ func checkPrometheus(t *testing.T, p *types.Project, given map[string]map[string
 		t.Errorf("rule files %q: alerts.yml missing", cfg.RuleFiles)
 	}
 
-	// Scrape targets: job J scrapes program J at HOST:PORT, where PORT is
-	// J's --metrics-addr port (on all interfaces) and HOST a name of the
-	// network namespace J runs in.
+	// Scrape targets: job J scrapes program J at its --metrics-addr (every
+	// service is on the host's network).
 	scraped := map[string]bool{}
 	for i := range cfg.ScrapeConfigs {
 		sc := &cfg.ScrapeConfigs[i]
@@ -443,28 +473,16 @@ func checkPrometheus(t *testing.T, p *types.Project, given map[string]map[string
 			continue
 		}
 		scraped[prog] = true
-		host, port, err := net.SplitHostPort(given[prog]["metrics-addr"])
-		if err != nil {
-			t.Errorf("%s metrics-addr %q: %v", prog, given[prog]["metrics-addr"], err)
+		addr := given[prog]["metrics-addr"]
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			t.Errorf("%s metrics-addr %q: %v", prog, addr, err)
 			continue
 		}
-		if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
-			t.Errorf("%s metrics-addr %q: Prometheus in another container needs it on all interfaces (0.0.0.0)", prog, given[prog]["metrics-addr"])
-		}
-		names := namespaceNames(p, prog, svc)
 		n := 0
 		for _, tg := range staticTargets(t, sc) {
 			n++
-			th, tp, err := net.SplitHostPort(tg)
-			if err != nil {
-				t.Errorf("job %s target %q: %v", prog, tg, err)
-				continue
-			}
-			if tp != port {
-				t.Errorf("job %s target %s: port %s, but %s serves metrics on port %s", prog, tg, tp, prog, port)
-			}
-			if !slices.Contains(names, th) {
-				t.Errorf("job %s target %s: %q does not reach %s's network namespace (names: %q)", prog, tg, th, prog, names)
+			if tg != addr {
+				t.Errorf("job %s target %s, but %s serves metrics at %s", prog, tg, prog, addr)
 			}
 		}
 		if n == 0 {
@@ -531,31 +549,6 @@ func staticTargets(t *testing.T, sc *promScrapeConfig) []string {
 		addrs = append(addrs, g.Targets...)
 	}
 	return addrs
-}
-
-// namespaceNames returns the names under which the network namespace that
-// service prog runs in can be reached from service from: the name and
-// aliases, on the networks the two share, of the service that owns the
-// namespace (prog itself, or the service of its network_mode
-// "service:NAME").
-func namespaceNames(p *types.Project, prog string, from types.ServiceConfig) []string {
-	owner := p.Services[prog]
-	if name, ok := strings.CutPrefix(owner.NetworkMode, "service:"); ok {
-		owner = p.Services[name]
-	}
-	var names []string
-	for net, cfg := range owner.Networks {
-		if _, shared := from.Networks[net]; !shared {
-			continue
-		}
-		if cfg == nil || cfg.ServiceNameAliasEnabled() {
-			names = append(names, owner.Name)
-		}
-		if cfg != nil {
-			names = append(names, cfg.Aliases...)
-		}
-	}
-	return names
 }
 
 // checkImageVersion checks that the Prometheus image runs the version whose
@@ -638,4 +631,54 @@ func majorMinor(v string) string {
 		return v
 	}
 	return parts[0] + "." + parts[1]
+}
+
+// TestPrebuiltRuntimeStage checks that engine/prebuilt.Dockerfile, which CI
+// builds from programs built on the host, is the Dockerfile's runtime
+// stage: the same instructions in the same order, each COPY to the same
+// destination (its sources are the host's files instead of the builder
+// stage's).
+func TestPrebuiltRuntimeStage(t *testing.T) {
+	stage := func(path, from string) []string {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		in := false
+		for line := range strings.Lines(string(data)) {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			if strings.HasPrefix(strings.ToUpper(line), "FROM ") {
+				in = strings.EqualFold(line, from)
+				continue
+			}
+			if !in {
+				continue
+			}
+			if f := strings.Fields(line); strings.EqualFold(f[0], "COPY") {
+				line = "COPY … " + f[len(f)-1]
+			}
+			lines = append(lines, line)
+		}
+		if len(lines) == 0 {
+			t.Fatalf("%s: no stage %q", path, from)
+		}
+		return lines
+	}
+	want := stage(dockerfile, "FROM scratch AS runtime")
+	got := stage("engine/prebuilt.Dockerfile", "FROM scratch")
+	if !slices.Equal(got, want) {
+		t.Errorf("engine/prebuilt.Dockerfile:\n%s\nthe Dockerfile's runtime stage:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The runtime stage is the last, so that a plain docker build (and
+	// docker compose up --build) makes it.
+	data, _ := os.ReadFile(dockerfile)
+	froms := regexp.MustCompile(`(?im)^FROM\s.*$`).FindAllString(string(data), -1)
+	if last := froms[len(froms)-1]; !strings.EqualFold(last, "FROM scratch AS runtime") {
+		t.Errorf("the Dockerfile's last stage is %q, want the runtime stage (FROM scratch AS runtime)", last)
+	}
 }
