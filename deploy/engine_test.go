@@ -368,6 +368,9 @@ func (e *engineRun) waitHealthy(svc string, d time.Duration) {
 		status := e.inspect(svc, "{{.State.Health.Status}}")
 		if status == "healthy" {
 			e.t.Logf("%s healthy after %v", svc, time.Since(start).Round(100*time.Millisecond))
+			if time.Since(start) > 10*time.Second {
+				e.t.Logf("%s: its health log: %s", svc, e.inspect(svc, "{{json .State.Health.Log}}"))
+			}
 			return
 		}
 		if time.Since(start) > d {
