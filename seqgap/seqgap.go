@@ -439,6 +439,12 @@ func (t *Tracker) emit(kind EventKind, line int) *Event {
 func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Output) {
 	t.stats.Packets++
 	t.stats.PacketsOnLine[line&1]++
+	if t.started && p.Session != t.session && !t.replaceable(nowNs) {
+		// Not the stream followed: it neither keeps the channel fresh nor
+		// moves it.
+		t.compete(line, p.Session, nowNs, out)
+		return
+	}
 	t.lastNs = nowNs
 	if t.stale {
 		t.stale = false
@@ -449,10 +455,6 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 		// billion messages: such a packet would declare everything lost.
 		// It is dropped and counted, not believed.
 		t.stats.Implausible++
-		return
-	}
-	if t.started && p.Session != t.session && !t.replaceable(nowNs) {
-		t.compete(line, p.Session, nowNs, out)
 		return
 	}
 	if !t.started || p.Session != t.session {
