@@ -58,6 +58,29 @@ func compete(t *testing.T, ctx context.Context, ga string, ch int, session strin
 	return sent
 }
 
+// feedAndSubscriber starts a verifying subscriber on a fresh group and a
+// feed handler publishing count messages at 20,000 msg/s to it, and waits
+// until the feed handler publishes.
+func feedAndSubscriber(t *testing.T, ctx context.Context, count int) (ga string, sub, fh *proc) {
+	t.Helper()
+	ga, _, _ = groups(t)
+	sub = start(t, ctx, subscriberBin, "--verify", "--group", ga, "--idle-timeout", "10s")
+	sub.waitLog(t, `"subscribed"`, 10*time.Second)
+	fh = start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "20000", "--group", ga)
+	fh.waitLog(t, `"publishing"`, 10*time.Second)
+	return ga, sub, fh
+}
+
+// wantEverything checks that the subscriber (exit code, summary s) received
+// and verified all count messages and missed none.
+func wantEverything(t *testing.T, sub *proc, code int, s map[string]any, count uint64) {
+	t.Helper()
+	if code != 0 || s["verify_ok"] != true || num(t, s, "received") != count || num(t, s, "missing") != 0 {
+		t.Errorf("subscriber exit %d, verify_ok %v, received %d, missing %d: want 0, true, %d, 0\n%s",
+			code, s["verify_ok"], num(t, s, "received"), num(t, s, "missing"), count, tail(sub.stderr.String()))
+	}
+}
+
 // TestCompetingPublisher: while a feed handler publishes, a script sends
 // heartbeats and one-message packets of a session sorting after the live one
 // (01ZSA99999 on channel 1: a session of NewSession sorts after every earlier
@@ -67,13 +90,9 @@ func compete(t *testing.T, ctx context.Context, ga string, ch int, session strin
 // session; the feed handler counts them as foreign.
 func TestCompetingPublisher(t *testing.T) {
 	const count = 60_000
-	ga, _, _ := groups(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sub := start(t, ctx, subscriberBin, "--verify", "--group", ga, "--idle-timeout", "10s")
-	sub.waitLog(t, `"subscribed"`, 10*time.Second)
-	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "20000", "--group", ga)
-	fh.waitLog(t, `"publishing"`, 10*time.Second)
+	ga, sub, fh := feedAndSubscriber(t, ctx, count)
 	time.Sleep(300 * time.Millisecond)
 	scriptCtx, stopScript := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer stopScript()
@@ -90,10 +109,7 @@ func TestCompetingPublisher(t *testing.T) {
 	if sent == 0 {
 		t.Fatal("the script sent nothing")
 	}
-	if code != 0 || s["verify_ok"] != true || num(t, s, "received") != count || num(t, s, "missing") != 0 {
-		t.Errorf("subscriber exit %d, verify_ok %v, received %d, missing %d: want 0, true, %d, 0\n%s",
-			code, s["verify_ok"], num(t, s, "received"), num(t, s, "missing"), count, tail(sub.stderr.String()))
-	}
+	wantEverything(t, sub, code, s, count)
 	if num(t, s, "sessions_abrupt") != 0 || num(t, s, "sessions") != 4 {
 		t.Errorf("sessions %d, abrupt %d: want the feed handler's 4 and no switch", num(t, s, "sessions"), num(t, s, "sessions_abrupt"))
 	}
@@ -118,13 +134,9 @@ func TestCompetingPublisher(t *testing.T) {
 // subscriber stays on the sessions its recovery confirms and misses nothing.
 func TestSecondFeedHandler(t *testing.T) {
 	const count = 80_000
-	ga, _, _ := groups(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sub := start(t, ctx, subscriberBin, "--verify", "--group", ga, "--idle-timeout", "10s")
-	sub.waitLog(t, `"subscribed"`, 10*time.Second)
-	fh1 := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "20000", "--group", ga)
-	fh1.waitLog(t, `"publishing"`, 10*time.Second)
+	ga, sub, fh1 := feedAndSubscriber(t, ctx, count)
 	time.Sleep(time.Second)
 	fh2 := launch(t, ctx, feedhandlerBin, "--nats-listen", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--linger", "300ms",
 		"--count", "10000", "--rate", "10000", "--group", ga)
@@ -139,10 +151,7 @@ func TestSecondFeedHandler(t *testing.T) {
 	t.Logf("subscriber: received %d, missing %d, competing %d, sessions %d (abrupt %d), exit %d; foreign_packets: first feed handler %d, second %d",
 		num(t, s, "received"), num(t, s, "missing"), num(t, s, "competing"), num(t, s, "sessions"), num(t, s, "sessions_abrupt"), code,
 		num(t, f1, "foreign_packets"), num(t, f2, "foreign_packets"))
-	if code != 0 || s["verify_ok"] != true || num(t, s, "received") != count || num(t, s, "missing") != 0 {
-		t.Errorf("subscriber exit %d, verify_ok %v, received %d, missing %d: want 0, true, %d, 0\n%s",
-			code, s["verify_ok"], num(t, s, "received"), num(t, s, "missing"), count, tail(sub.stderr.String()))
-	}
+	wantEverything(t, sub, code, s, count)
 	if num(t, s, "competing") == 0 || num(t, s, "sessions_abrupt") != 0 {
 		t.Errorf("subscriber: competing %d, abrupt sessions %d: want the second feed handler's packets counted and no switch",
 			num(t, s, "competing"), num(t, s, "sessions_abrupt"))
