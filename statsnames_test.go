@@ -21,6 +21,7 @@ func TestTrackerStatsNames(t *testing.T) {
 		"IgnoredRecov":      "per channel only (ChannelStats.Tracker)",
 		"Probes":            "per channel only (ChannelStats.Tracker)",
 		"Implausible":       "per channel only (ChannelStats.Tracker)",
+		"Queries":           "per channel only (ChannelStats.Tracker)",
 	}
 	sub := reflect.TypeOf(SubscriberStats{})
 	tr := reflect.TypeOf(seqgap.Stats{})

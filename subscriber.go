@@ -159,6 +159,14 @@ const (
 	// status, quote and trade); the stream resumes at LastSeq+1. It answers
 	// Range, missing because of a late join or too old to replay.
 	EventSnapshot
+	// EventCompeting: packets of Session, another session than the one
+	// followed, arrive on the channel's groups while the followed one is
+	// alive: another publisher on the feed's groups, or a restart still
+	// unconfirmed. Reported once per competing session; its packets are
+	// counted (SubscriberStats.Competing) and never delivered. The
+	// subscriber follows it only once the followed session ends, goes
+	// silent (seqgap.Config.StaleAfter), or recovery names it.
+	EventCompeting
 )
 
 // eventNames are the names logs and JSON show.
@@ -175,6 +183,7 @@ var eventNames = [...]string{
 	EventMalformed:     "malformed",
 	EventInstrumentGap: "instrument-gap",
 	EventSnapshot:      "snapshot",
+	EventCompeting:     "competing",
 }
 
 func (k EventKind) String() string {
@@ -193,6 +202,7 @@ var trackerKinds = [...]EventKind{
 	seqgap.EventLost:          EventLost,
 	seqgap.EventStale:         EventStale,
 	seqgap.EventFresh:         EventFresh,
+	seqgap.EventCompeting:     EventCompeting,
 }
 
 // Event is a stream event of one channel.
@@ -246,6 +256,7 @@ type SubscriberStats struct {
 	DuplicatePackets uint64 // packets that carried nothing new
 	Duplicates       uint64 // messages dropped as already had
 	Foreign          uint64 // packets of other channels or older sessions
+	Competing        uint64 // packets of a competing session (EventCompeting), dropped
 	Malformed        uint64 // datagrams that failed to parse
 	Sessions         uint64 // sessions started
 	SessionsEnded    uint64 // sessions that ended with end of session
@@ -421,6 +432,7 @@ func (s *Subscriber) Stats() SubscriberStats {
 		st.Duplicates += ts.Duplicates
 		st.Sessions += ts.Sessions
 		st.SessionsAbrupt += ts.SessionsAbrupt
+		st.Competing += ts.Competing
 		st.Stale += ts.Stale
 		st.PacketsA += ts.PacketsOnLine[0]
 		st.PacketsB += ts.PacketsOnLine[1]
@@ -700,6 +712,9 @@ func (s *Subscriber) releasedTotal() uint64 {
 func (s *Subscriber) sendRequests(sc *subChannel) {
 	for _, r := range sc.tracker.Requests() {
 		s.cfg.Recovery.Request(sc.idx, r)
+		if r.Query {
+			continue // asks which session the channel publishes, no messages
+		}
 		s.ev = Event{Kind: EventRequest, Channel: sc.idx, Line: seqgap.LineRecovery, Session: r.Session, Range: r.Range}
 		s.h.Event(&s.ev)
 	}

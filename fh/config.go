@@ -112,6 +112,16 @@ type Config struct {
 	// sessions (recovery.ServerConfig.Queue); empty: a plain subscription.
 	RecoveryQueue string
 
+	// NoWatch turns off watching the feed's own groups. By default (udp)
+	// the feed handler receives what arrives on the groups it publishes
+	// to and counts the packets it did not send: another publisher's
+	// (another session's, or its own session's with other messages). Each
+	// such source is logged at error level once per channel, and counted
+	// in the summary (foreign_packets) and the metrics
+	// (tickcast_publisher_foreign_packets_total). Watching receives every
+	// packet once more on the host.
+	NoWatch bool
+
 	// MetricsAddr serves Prometheus metrics on http://ADDR/metrics (port 0:
 	// a free port); empty serves none.
 	MetricsAddr string

@@ -31,6 +31,7 @@ type FeedHandler struct {
 	closed  bool // pub is closed
 	sink    packetSink
 	health  healthState
+	watch   *watcher // nil when not watching (Config.NoWatch, rdma)
 }
 
 // New checks cfg, starts NATS (embedded, unless cfg.NATSURL names a
@@ -157,6 +158,15 @@ func (h *FeedHandler) startPublisher() error {
 	}
 	h.pub = pub
 	h.metrics.addPublisher(pub)
+	if h.cfg.Transport == "udp" && !h.cfg.NoWatch {
+		w, err := startWatch(&h.cfg, pub, h.stores, h.log.With().Str("role", "watch").Logger())
+		if err != nil {
+			h.log.Error().Err(err).Msg("cannot watch the feed's groups")
+			return err
+		}
+		h.watch = w
+		h.metrics.addWatch(w.Counts)
+	}
 	return nil
 }
 
@@ -238,7 +248,7 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 		h.log.Warn().Dur("waited", liveFlushTimeout).Msg("live NATS feed: datagrams still queued at the end")
 	}
 	h.logEnds()
-	sum := Summary{Publisher: h.pub.Stats(), Recovery: h.rsrv.Stats(), Elapsed: elapsed,
+	sum := Summary{Publisher: h.pub.Stats(), Recovery: h.rsrv.Stats(), Elapsed: elapsed, ForeignPackets: h.ForeignPackets(),
 		Interrupted: ctx.Err() != nil, DurationReached: ctx.Err() == nil && runCtx.Err() != nil}
 	level := zerolog.InfoLevel
 	for _, err := range []error{runErr, closeErr} {
@@ -285,6 +295,15 @@ func (h *FeedHandler) logEnds() {
 	}
 }
 
+// ForeignPackets returns how many packets the feed handler received on its
+// own groups that it did not send (see Config.NoWatch).
+func (h *FeedHandler) ForeignPackets() uint64 {
+	if h.watch == nil {
+		return 0
+	}
+	return h.watch.total()
+}
+
 // Close stops what New started: the publisher (if Run did not close it),
 // the metrics endpoint, the recovery server, the NATS connection and the
 // embedded server. The source is the caller's to release.
@@ -292,6 +311,9 @@ func (h *FeedHandler) Close() {
 	if h.pub != nil && !h.closed {
 		h.closed = true
 		h.pub.Close()
+	}
+	if h.watch != nil {
+		h.watch.close()
 	}
 	if h.metrics != nil {
 		h.metrics.Close()
@@ -339,6 +361,9 @@ type Summary struct {
 	Elapsed         time.Duration // from the start of publishing to end of session
 	Interrupted     bool          // Run's context was done
 	DurationReached bool          // Config.Duration ended publishing
+	// ForeignPackets counts the packets received on the feed's own groups
+	// that the feed handler did not send: another publisher is on them.
+	ForeignPackets uint64
 }
 
 // Fields returns the summary as the feed handler's end-of-run summary
@@ -357,6 +382,6 @@ func (s Summary) Fields() map[string]any {
 		"retransmit_requests": rst.Requests, "retransmitted": rst.MessagesServed, "snapshots": rst.Snapshots,
 		"retransmit_answers": rst.Answers, "repairs": rst.Repairs, "requests_suppressed": rst.Suppressed,
 		"recovery_rejected": rst.Rejected, "live_published": rst.LivePublished, "live_skipped": rst.LiveSkipped,
-		"live_dropped": rst.LiveDropped,
+		"live_dropped": rst.LiveDropped, "foreign_packets": s.ForeignPackets, "session_queries": rst.SessionQueries,
 	}
 }

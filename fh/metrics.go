@@ -37,6 +37,11 @@ func (m *metrics) addPublisher(pub *tickcast.Publisher) {
 	m.Registry.MustRegister(tickprom.NewPublisherCollector(pub, m.source))
 }
 
+// addWatch registers the counts of foreign packets on the feed's groups.
+func (m *metrics) addWatch(counts func() []uint64) {
+	m.Registry.MustRegister(tickprom.NewForeignPacketsCollector(counts))
+}
+
 // sourceLabel is the source label value of a source name: its kind
 // (synthetic, itch), without a path, so the label set stays bounded.
 func sourceLabel(source string) string {

@@ -301,6 +301,7 @@ type call struct {
 	wait     chan *answer // for callers that wait (Retransmit, Snapshot) instead of Drain
 	sendErr  error        // why send failed
 	snap     bool         // an asynchronous snapshot answering res.Range
+	query    bool         // a session query (seqgap.Request.Query)
 	direct   bool         // answered inline, not by a repair (see askRepair)
 	pointed  time.Time    // when a pointer to a repair not heard yet came
 	due      time.Time    // the end of its back-off, while held
@@ -456,6 +457,11 @@ func (c *Client) sendOutgoing() {
 // chunks the server accepts.
 func (c *Client) startRequest(o outgoing) {
 	session, rng := o.req.Session, o.req.Range
+	if o.req.Query {
+		c.start(&call{subject: SessionSubject(c.cfg.Feed, o.ch), query: true, start: o.start,
+			res: &Result{Channel: o.ch, Session: session}})
+		return
+	}
 	if o.req.Snapshot || c.cfg.SnapshotAbove >= 0 && rng.From == 1 && rng.Len() > uint64(c.cfg.SnapshotAbove) {
 		c.start(c.snapshotCall(o.ch, session, rng, o.start))
 		return
@@ -661,7 +667,7 @@ func (c *Client) send(k *call) {
 // asynchronous retransmit whose pointer did not lead to a repair this client
 // missed.
 func (k *call) askRepair() bool {
-	return k.wait == nil && !k.snap && !k.direct && k.want.Count > 0
+	return k.wait == nil && !k.snap && !k.query && !k.direct && k.want.Count > 0
 }
 
 // failUnsent fails the requests send set aside; c.mu must not be held.
@@ -913,6 +919,9 @@ func (c *Client) keepHeard(r *heardRepair) {
 // askAgain turns error reply e of call k into another request where one
 // can still get the messages, sends it and reports true; c.mu is held.
 func (c *Client) askAgain(k *call, e *ReplyError) bool {
+	if k.query {
+		return false
+	}
 	if e.Code == CodeTooOld && k.wait == nil && !k.snap && c.cfg.SnapshotAbove >= 0 {
 		// The store no longer holds the range: the snapshot is the only
 		// way to the current state.
@@ -941,6 +950,15 @@ func (c *Client) askAgain(k *call, e *ReplyError) bool {
 func (c *Client) complete(k *call, m *nats.Msg, fail error) {
 	if k.wait != nil {
 		k.wait <- &answer{parts: k.parts, final: m, err: fail}
+		return
+	}
+	if k.query {
+		k.res.Outcome, k.res.Session, k.res.Err = seqgap.AnswerSession, mold.Session{}, fail
+		if fail == nil {
+			k.res.Session, k.res.Err = parseSessionAnswer(k.subject, m)
+		}
+		k.res.Latency = time.Since(k.start)
+		c.finish(k.res)
 		return
 	}
 	if k.snap {
@@ -1004,6 +1022,11 @@ func (c *Client) fail(k *call, err error) {
 	}
 	k.res.Err = err
 	k.res.Outcome, k.res.Next = outcomeOf(err)
+	if k.query {
+		// A query that failed says nothing: the tracker keeps what it
+		// follows and asks again later.
+		k.res.Outcome, k.res.Session = seqgap.AnswerSession, mold.Session{}
+	}
 	k.res.Latency = time.Since(k.start)
 	c.finish(k.res)
 }
@@ -1067,6 +1090,16 @@ func (c *Client) finish(r *Result) {
 	if f := c.notify.Load(); f != nil {
 		(*f)()
 	}
+}
+
+// parseSessionAnswer reads the session a session query's final marker
+// names.
+func parseSessionAnswer(subject string, final *nats.Msg) (mold.Session, error) {
+	s, err := mold.ParseSession(final.Header.Get(HeaderSession))
+	if err != nil || s == (mold.Session{}) {
+		return mold.Session{}, &ReplyError{Reason: fmt.Sprintf("%s: answer names no session (%q)", subject, final.Header.Get(HeaderSession))}
+	}
+	return s, nil
 }
 
 // Retransmit sends one re-request for channel ch and waits for the whole

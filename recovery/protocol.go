@@ -62,6 +62,12 @@ func SnapshotSubject(feed string, ch int) string {
 	return "tickcast." + feed + ".snapshot." + strconv.Itoa(ch)
 }
 
+// SessionSubject is where requests that ask which session channel ch
+// publishes go (a session query; docs/recovery.md).
+func SessionSubject(feed string, ch int) string {
+	return "tickcast." + feed + ".session." + strconv.Itoa(ch)
+}
+
 // LiveSubject is where channel ch's datagrams are published over NATS.
 func LiveSubject(feed string, ch int) string {
 	return "tickcast." + feed + ".live." + strconv.Itoa(ch)

@@ -127,6 +127,7 @@ type ServerStats struct {
 	Suppressed        uint64
 	Snapshots         uint64 // snapshots served
 	SnapshotMessages  uint64 // messages sent in snapshots
+	SessionQueries    uint64 // session queries answered with the channel's session
 	Rejected          map[ErrorCode]uint64
 	LivePublished     uint64 // datagrams published on live subjects
 	LivePublishErrors uint64
@@ -159,7 +160,7 @@ type Server struct {
 	recent    map[repairKey]repairEntry
 	lastSweep time.Time
 
-	answers, repairs, suppressed atomic.Uint64
+	answers, repairs, suppressed, sessionQueries atomic.Uint64
 
 	requests, served, snapshots, snapMsgs, live, liveErrs, liveSkipped, liveDropped atomic.Uint64
 
@@ -213,6 +214,7 @@ func NewServer(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 	}{
 		{"tickcast." + cfg.Feed + ".retransmit.*", cfg.Queue, s.retransmit},
 		{"tickcast." + cfg.Feed + ".snapshot.*", cfg.Queue, s.snapshot},
+		{"tickcast." + cfg.Feed + ".session.*", cfg.Queue, s.session},
 	}
 	if cfg.Queue != "" {
 		subs = append(subs, struct {
@@ -294,7 +296,7 @@ func (s *Server) Stats() ServerStats {
 		Requests: s.requests.Load(), MessagesServed: s.served.Load(), Snapshots: s.snapshots.Load(),
 		Answers: s.answers.Load(), Repairs: s.repairs.Load(), Suppressed: s.suppressed.Load(),
 		SnapshotMessages: s.snapMsgs.Load(), LivePublished: s.live.Load(), LivePublishErrors: s.liveErrs.Load(), LiveSkipped: s.liveSkipped.Load(),
-		LiveDropped: s.liveDropped.Load(), Rejected: map[ErrorCode]uint64{},
+		LiveDropped: s.liveDropped.Load(), SessionQueries: s.sessionQueries.Load(), Rejected: map[ErrorCode]uint64{},
 	}
 	s.mu.Lock()
 	for k, v := range s.rejected {
@@ -660,6 +662,34 @@ func (s *Server) snapshot(m *nats.Msg) {
 	if s.send(m.Reply, parts, hdr) == nil {
 		s.snapshots.Add(1)
 		s.snapMsgs.Add(count)
+	}
+}
+
+// session answers a session query: a final marker with no parts whose
+// Tickcast-Session names the channel's session and Tickcast-Next its next
+// sequence (Tickcast-Ended when it has ended), or unknown-session before the
+// channel's first packet. It costs a read lock and is not rate-limited.
+func (s *Server) session(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	ch, c, ok := s.channel(m)
+	if !ok {
+		return
+	}
+	session, ok := c.Session()
+	if !ok {
+		s.reject(m, &ReplyError{Code: CodeUnknownSession, Reason: fmt.Sprintf("channel %d has not started a session yet", ch)})
+		return
+	}
+	hdr := nats.Header{}
+	hdr.Set(HeaderSession, session.String())
+	hdr.Set(HeaderNext, strconv.FormatUint(c.Next(), 10))
+	if c.Ended() {
+		hdr.Set(HeaderEnded, "true")
+	}
+	if s.send(m.Reply, nil, hdr) == nil {
+		s.sessionQueries.Add(1)
 	}
 }
 

@@ -1228,3 +1228,45 @@ func (p *stallProxy) resume() {
 	p.cond.Broadcast()
 	p.mu.Unlock()
 }
+
+// TestSessionQuery: a session query is answered with the channel's session,
+// whatever session the asking tracker follows; a channel without a session
+// yet, or a feed nobody serves, says nothing (a zero session, with the
+// reason in Err).
+func TestSessionQuery(t *testing.T) {
+	c, st, _ := filledChannel(t, StoreConfig{MaxMessages: 1000}, "SQ00000007", 50)
+	empty := newTestChannel(t, StoreConfig{MaxMessages: 1000})
+	e := newEnv(t, ServerConfig{Channels: []*Channel{c, empty}}, ClientConfig{Timeout: natsWait})
+	notify := newNotify(e.cli)
+	follows := mustSession(t, "SQ99999999") // a competitor the tracker took first
+	e.cli.Request(0, seqgap.Request{Session: follows, Query: true})
+	r := results(t, e.cli, notify, 1)[0]
+	if r.Err != nil || r.Outcome != seqgap.AnswerSession || r.Session != st.session || r.Channel != 0 {
+		t.Fatalf("query of channel 0: %+v, want session %s", r, st.session)
+	}
+	if a := r.Answer(); a.Outcome != seqgap.AnswerSession || a.Session != st.session {
+		t.Fatalf("answer %+v", a)
+	}
+	if got := e.srv.Stats().SessionQueries; got != 1 {
+		t.Errorf("SessionQueries %d, want 1", got)
+	}
+
+	e.cli.Request(1, seqgap.Request{Session: follows, Query: true})
+	r = results(t, e.cli, notify, 1)[0]
+	if r.Outcome != seqgap.AnswerSession || r.Session != (mold.Session{}) {
+		t.Fatalf("query of a channel without a session: %+v, want a zero session", r)
+	}
+	wantReplyError(t, r.Err, CodeUnknownSession)
+
+	other, err := NewClient(e.cliConn, ClientConfig{Feed: "nobody", Timeout: natsWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	otherNotify := newNotify(other)
+	other.Request(0, seqgap.Request{Session: follows, Query: true})
+	r = results(t, other, otherNotify, 1)[0]
+	if r.Outcome != seqgap.AnswerSession || r.Session != (mold.Session{}) || r.Err == nil {
+		t.Fatalf("query nobody serves: %+v, want a zero session and an error", r)
+	}
+}

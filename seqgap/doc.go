@@ -77,7 +77,18 @@
 //
 // # Sessions
 //
-// A packet of another session starts a new stream. Whatever the old one still
+// A packet of another session starts a new stream only when the current one
+// has ended, or has sent nothing for StaleAfter; otherwise the two interleave
+// (a competing publisher on the group, or a restart while the old session's
+// last packets are in flight) and the other session's packets are counted
+// (Stats.Competing), reported once (EventCompeting) and dropped. With
+// recovery, the tracker asks which session the channel publishes (a Request
+// marked Query) at the start of each session and for each new competitor;
+// the answer (AnswerSession) confirms the current session or replaces it by
+// the one named. At startup the first session seen is followed until the
+// answer comes.
+//
+// When a session is replaced, whatever the old one still
 // lacked is declared lost (reason session-replaced), its held messages are
 // released, and it is reported as ended cleanly (end of session was seen,
 // EventSessionEnd at that time) or abruptly (EventSessionAbrupt with the last

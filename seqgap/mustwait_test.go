@@ -52,8 +52,8 @@ func TestMustWaitDuringLateJoin(t *testing.T) {
 	other, _ := mold.ParseSession("AB00000002")
 	// The first packet is at 1000: a late join; 1000..1001 are held.
 	tr.Packet(0, joinPacket(t, sess, 1000, 2), 1, 1, out)
-	if reqs := tr.Requests(); len(reqs) != 1 || reqs[0] != (Request{Session: sess, Range: Range{1, 999}, Snapshot: true}) {
-		t.Fatalf("late join asked for %v, want one snapshot of 1..999", reqs)
+	if reqs := tr.Requests(); len(reqs) != 2 || reqs[0] != (Request{Session: sess, Query: true}) || reqs[1] != (Request{Session: sess, Range: Range{1, 999}, Snapshot: true}) {
+		t.Fatalf("late join asked for %v, want the session query and one snapshot of 1..999", reqs)
 	}
 	if tr.MustWait(sess, 1002, 6) { // 1002..1007 fits 1000..1007
 		t.Fatal("a packet that fits the window must wait")

@@ -23,6 +23,8 @@ type propOut struct {
 	// feeding is the first sequence of the packet being fed (for a
 	// heartbeat or end of session, the next sequence it announces).
 	feeding uint64
+	// competing counts the rival's packets fed.
+	competing uint64
 }
 
 func (o *propOut) Release(seq uint64, msg []byte, line int, recvNs int64) {
@@ -99,6 +101,10 @@ type schedule struct {
 	withheldSeq map[uint64]bool // dropped everywhere, never recovered
 	arrivals    []arrival
 	b           *mold.Builder
+	// rival, when set, is a competing session whose packets (fed as
+	// arrivals with line|rivalLine) interleave with the stream after its
+	// first packet.
+	rival mold.Session
 
 	// What the tracker has been fed, kept by the runner.
 	fed  map[uint64]bool
@@ -135,8 +141,15 @@ func (s *schedule) withheld(c cut) bool {
 	return false
 }
 
+// rivalLine marks an arrival of the rival session.
+const rivalLine = 2
+
 func (s *schedule) packet(c cut) []byte {
-	s.b.Start(s.session, c.first)
+	return s.packetOf(s.session, c)
+}
+
+func (s *schedule) packetOf(session mold.Session, c cut) []byte {
+	s.b.Start(session, c.first)
 	for seq := c.first; seq < c.first+c.count; seq++ {
 		s.b.Add([]byte(fmt.Sprintf("m%d", seq)))
 	}
@@ -205,6 +218,12 @@ func (s *schedule) build(withhold bool) {
 		} else {
 			s.arrivals, b = append(s.arrivals, b[0]), b[1:]
 		}
+		if s.rival != (mold.Session{}) && rng.Float64() < 0.2 {
+			// A competing publisher's packet: any sequence, either line.
+			c := cut{uint64(1 + rng.IntN(int(s.n))), 0}
+			c.count = min(uint64(rng.IntN(4)), s.n-c.first+1) // 0: a heartbeat
+			s.arrivals = append(s.arrivals, arrival{rivalLine | rng.IntN(2), c})
+		}
 	}
 }
 
@@ -235,6 +254,13 @@ func (s *schedule) run(t *testing.T, cfg Config) *propOut {
 		p, err := mold.Parse(pkt)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if line >= rivalLine {
+			// Neither released nor reported: counted as competing.
+			p, _ = mold.Parse(s.packetOf(s.rival, c))
+			tr.Packet(line&1, p, now, now, out)
+			out.competing++
+			return
 		}
 		out.feeding = c.first
 		if line == LineRecovery {
@@ -270,6 +296,11 @@ func (s *schedule) run(t *testing.T, cfg Config) *propOut {
 		now += int64(1 + s.rng.IntN(10_000))
 		tr.Tick(now, out)
 		for _, r := range tr.Requests() {
+			if r.Query {
+				// Recovery names the stream's session.
+				tr.Answer(Answer{Outcome: AnswerSession, Session: s.session}, now, out)
+				continue
+			}
 			out.checkRequest(r.Range)
 			queue = append(queue, pending{i + s.rng.IntN(5), r.Range})
 		}
@@ -291,6 +322,9 @@ func (s *schedule) run(t *testing.T, cfg Config) *propOut {
 	tr.Tick(now, out)
 	if g, h := tr.Outstanding(); g != 0 || h != 0 {
 		t.Fatalf("after all deadlines: %d gaps and %d held messages outstanding", g, h)
+	}
+	if st := tr.Stats(); st.Competing != out.competing {
+		t.Fatalf("%d packets of the competing session counted, %d fed", st.Competing, out.competing)
 	}
 	return out
 }
@@ -368,6 +402,25 @@ func TestPropertyWithheldRecovery(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(propertyRuns()); seed++ {
 		s := newSchedule(seed + 1<<32)
 		s.build(true)
+		cfg := Config{Window: []int{512, 1024, 4096}[seed%3], LostAfter: time.Second}
+		out := s.run(t, cfg)
+		s.check(t, out)
+		if t.Failed() {
+			t.Fatalf("seed %d", seed)
+		}
+	}
+}
+
+// TestPropertyCompetingSession: packets of a competing session (another
+// publisher on the same group, with a session of its own) interleave with
+// the stream; recovery names the stream's session. The output is still
+// exactly the stream, with exactly the withheld messages lost, and every
+// packet of the rival is counted, none released.
+func TestPropertyCompetingSession(t *testing.T) {
+	for seed := uint64(1); seed <= uint64(propertyRuns()); seed++ {
+		s := newSchedule(seed + 2<<32)
+		s.rival, _ = mold.ParseSession("RIVAL")
+		s.build(seed%2 == 0)
 		cfg := Config{Window: []int{512, 1024, 4096}[seed%3], LostAfter: time.Second}
 		out := s.run(t, cfg)
 		s.check(t, out)

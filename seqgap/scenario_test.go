@@ -2,6 +2,7 @@ package seqgap
 
 import (
 	"bufio"
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -29,12 +30,15 @@ var update = flag.Bool("update", false, "rewrite the expected output of the scen
 //	resync S1 10         a snapshot covers everything before 10 (AnswerSnapshot)
 //	ended S1 9           recovery says the session ended, next sequence 9 (AnswerEnded)
 //	retry S1 4 5         the request for 4..5 failed in transit (AnswerRetry)
+//	session S2           recovery names S2 as the channel's session (AnswerSession);
+//	                     "session -" says it could not tell
 //	stats                the tracker's counters
 //	----
 //	release 1..3 A       consecutive releases from one line, coalesced
 //	gap 4..5 A           and every event, in the order emitted;
 //	request 4..5         then the requests the command put in the outbox
 //	request 1..9 snapshot
+//	request session      a session query (Request.Query)
 //
 // A blank line ends the output. Messages carry "m<seq>" so the runner checks
 // that every released message is the one its sequence number says.
@@ -66,6 +70,28 @@ type model struct {
 	fromRec  uint64                           // ... of messages from recovery
 	lost     uint64                           // messages in EventLost ranges
 	requests uint64                           // requests taken from the outbox
+
+	// The followed session, from the session events, and what lets
+	// another one replace it: it ended, or fell silent for staleAfter.
+	cur       mold.Session
+	curEnded  bool
+	curNs     int64
+	staleNs   int64
+	competing uint64 // live packets of another session while cur is alive
+}
+
+// competes reports whether a live packet of session at nowNs competes with
+// the followed session (and is dropped), and notes the followed session's
+// last packet.
+func (m *model) competes(session mold.Session, nowNs int64) bool {
+	if m.cur != (mold.Session{}) && session != m.cur && !m.curEnded && nowNs-m.curNs < m.staleNs {
+		m.competing++
+		return true
+	}
+	if session == m.cur {
+		m.curNs = nowNs
+	}
+	return false
 }
 
 // feed records a data packet of count messages from seq on line (or
@@ -116,7 +142,8 @@ func (m *model) check(t *testing.T, where string, st Stats) {
 		{"dup-packets (live packets with nothing new)", st.DuplicatePackets, m.dupPkts},
 		{"wins on A", st.WinsPerLine[0], m.wins[0]},
 		{"wins on B", st.WinsPerLine[1], m.wins[1]},
-		{"requests + probes (requests taken from the outbox)", st.Requests + st.Probes, m.requests},
+		{"requests + probes + queries (requests taken from the outbox)", st.Requests + st.Probes + st.Queries, m.requests},
+		{"competing (packets of another session while the followed one is alive)", st.Competing, m.competing},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: stats %s = %d, the scenario says %d", where, c.name, c.got, c.want)
@@ -168,8 +195,14 @@ func (s *scenario) Event(ev *Event) {
 	switch ev.Kind {
 	case EventSessionStart:
 		str = fmt.Sprintf("session-start %s %s", ev.Session, lineName(ev.Line))
+		s.m.cur, s.m.curEnded, s.m.curNs = ev.Session, false, s.now
+	case EventCompeting:
+		str = fmt.Sprintf("competing %s %s", ev.Session, lineName(ev.Line))
 	case EventSessionEnd, EventSessionAbrupt:
 		str = fmt.Sprintf("%s %s last=%d", ev.Kind, ev.Session, ev.LastSeq)
+		if ev.Kind == EventSessionEnd && ev.Session == s.m.cur {
+			s.m.curEnded = true
+		}
 	case EventGap:
 		str = fmt.Sprintf("gap %s %s", ev.Range, lineName(ev.Line))
 	case EventLost:
@@ -191,6 +224,10 @@ func (s *scenario) requests() {
 	}
 	for _, r := range s.tr.Requests() {
 		s.m.requests++
+		if r.Query {
+			s.out = append(s.out, "request session")
+			continue
+		}
 		str := fmt.Sprintf("request %s", r.Range)
 		if r.Snapshot {
 			str += " snapshot"
@@ -271,18 +308,26 @@ func (s *scenario) run(cmd string) {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		s.tr, s.now, s.m = tr, 0, model{}
+		s.tr, s.now, s.m = tr, 0, model{staleNs: int64(cmp.Or(cfg.StaleAfter, DefaultStaleAfter))}
 	case "packet":
 		n := u(4)
-		if seq := u(3); seq != 0 && seq < 1<<32 {
+		if seq := u(3); seq != 0 && seq < 1<<32 && !s.m.competes(s.session(f[2]), s.now) {
 			// The scenarios' implausible packets start at 0 or past 2^32.
 			s.m.feed(s.session(f[2]), seq, int(n), line())
 		}
 		s.tr.Packet(line(), s.packet(f[2], u(3), uint16(n), int(n)), s.now, s.now, s)
 	case "heartbeat":
+		s.m.competes(s.session(f[2]), s.now)
 		s.tr.Packet(line(), s.packet(f[2], u(3), 0, 0), s.now, s.now, s)
 	case "eos":
+		s.m.competes(s.session(f[2]), s.now)
 		s.tr.Packet(line(), s.packet(f[2], u(3), mold.EndOfSession, 0), s.now, s.now, s)
+	case "session":
+		var named mold.Session
+		if f[1] != "-" {
+			named = s.session(f[1])
+		}
+		s.tr.Answer(Answer{Outcome: AnswerSession, Session: named}, s.now, s)
 	case "tick":
 		d, err := time.ParseDuration(f[1])
 		if err != nil {
@@ -311,6 +356,9 @@ func (s *scenario) run(cmd string) {
 		s.m.check(s.t, cmd, st)
 		s.out = append(s.out, fmt.Sprintf("released=%d lost=%d dup-msgs=%d dup-packets=%d held=%d recovered=%d overflow=%d wins=%d/%d requests=%d",
 			st.Messages, st.Missing, st.Duplicates, st.DuplicatePackets, st.Reordered, st.Recovered, st.WindowFull, st.WinsPerLine[0], st.WinsPerLine[1], st.Requests))
+		if st.Competing != 0 {
+			s.out[len(s.out)-1] += fmt.Sprintf(" competing=%d", st.Competing)
+		}
 	default:
 		s.t.Fatalf("unknown command %q", cmd)
 	}

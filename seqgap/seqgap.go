@@ -121,6 +121,10 @@ type Request struct {
 	// channel's snapshot (AnswerSnapshot). A recovery without snapshots
 	// may replay the range instead.
 	Snapshot bool
+	// Query asks which session the channel publishes, not for messages
+	// (Range is empty; Session is the one followed). It is answered with
+	// AnswerSession.
+	Query bool
 }
 
 // Outcome says how recovery answered a request.
@@ -149,9 +153,16 @@ const (
 	// EventSessionEnd once): a subscriber that lost every end-of-session
 	// packet still learns the end.
 	AnswerEnded
+	// AnswerSession answers a Query: Answer.Session is the session
+	// recovery says the channel publishes, or zero when it could not tell
+	// (no answer, no session yet). A named session other than the one
+	// followed replaces it, as a packet of a new session would; the one
+	// named is confirmed, and a competing session never replaces it while
+	// it is alive.
+	AnswerSession
 )
 
-var outcomeNames = [...]string{"", "packets", "snapshot", "refused", "retry", "ended"}
+var outcomeNames = [...]string{"", "packets", "snapshot", "refused", "retry", "ended", "session"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) && o != 0 {
@@ -193,9 +204,14 @@ const (
 	EventLost                               // Range is lost for good; Reason says why
 	EventStale                              // nothing received for StaleAfter
 	EventFresh                              // packets again after EventStale
+	// EventCompeting: a packet of another session arrived while the
+	// current one is alive and not replaced (see Tracker.Packet); Session
+	// is the competing one. Reported once for each competing session in a
+	// row; its packets are counted (Stats.Competing) and dropped.
+	EventCompeting
 )
 
-var eventNames = [...]string{"", "session-start", "session-end", "session-abrupt", "gap", "lost", "stale", "fresh"}
+var eventNames = [...]string{"", "session-start", "session-end", "session-abrupt", "gap", "lost", "stale", "fresh", "competing"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && k != 0 {
@@ -262,6 +278,8 @@ type Stats struct {
 	IgnoredRecov      uint64 // recovered messages of another session or already had
 	Probes            uint64 // requests past the known end of a stale stream
 	Implausible       uint64 // packets dropped for an impossible sequence (0, or a leap past maxJump)
+	Competing         uint64 // packets of a competing session, dropped (EventCompeting)
+	Queries           uint64 // session queries made (Request.Query)
 }
 
 // maxJump is the largest forward leap of sequence a packet of the current
@@ -318,9 +336,15 @@ type Tracker struct {
 	gapHead   int
 	gapCount  int
 	heldCount int
-	join      join      // a late join's missing prefix, when pending
-	ev        Event     // scratch: events are passed by pointer, never escape
-	outbox    []Request // requests not yet taken (Requests); reused
+	join      join  // a late join's missing prefix, when pending
+	sessNs    int64 // last packet of the current session
+	confirmed bool  // recovery named the current session (AnswerSession)
+	asking    bool  // a session query is out
+	asked     bool  // a query was made for the current session, at askNs
+	askNs     int64
+	rival     mold.Session // the competing session reported last
+	ev        Event        // scratch: events are passed by pointer, never escape
+	outbox    []Request    // requests not yet taken (Requests); reused
 	stats     Stats
 }
 
@@ -415,6 +439,12 @@ func (t *Tracker) emit(kind EventKind, line int) *Event {
 func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Output) {
 	t.stats.Packets++
 	t.stats.PacketsOnLine[line&1]++
+	if t.started && p.Session != t.session && !t.replaceable(nowNs) {
+		// Not the stream followed: it neither keeps the channel fresh nor
+		// moves it.
+		t.compete(line, p.Session, nowNs, out)
+		return
+	}
 	t.lastNs = nowNs
 	if t.stale {
 		t.stale = false
@@ -429,7 +459,9 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 	}
 	if !t.started || p.Session != t.session {
 		t.newSession(line, p.Session, nowNs, out)
+		t.query(nowNs) // with recovery, a session is confirmed, not assumed
 	}
+	t.sessNs = nowNs
 	if t.next == 1 && t.high == 1 && !t.join.pending && p.Seq > uint64(len(t.window)) {
 		// The session's first packet is further in than the window reaches:
 		// a late join.
@@ -826,7 +858,66 @@ func (t *Tracker) Answer(a Answer, nowNs int64, out Output) {
 	case AnswerEnded:
 		t.endOfSession(a.Session, a.Next, nowNs, out)
 		t.refuse(a.Session, a.Range, nowNs)
+	case AnswerSession:
+		t.confirm(a.Session, nowNs, out)
 	}
+}
+
+// Confirmed reports whether recovery named the current session as the one
+// the channel publishes (see AnswerSession).
+func (t *Tracker) Confirmed() bool { return t.confirmed }
+
+// replaceable reports whether a packet of another session may replace the
+// current one: the current one ended, or sent nothing for StaleAfter.
+// Otherwise the two interleave, and only recovery can say which is the
+// channel's (AnswerSession).
+func (t *Tracker) replaceable(nowNs int64) bool {
+	return t.ended || nowNs-t.sessNs >= int64(t.cfg.StaleAfter)
+}
+
+// compete counts and drops a packet of session, which competes with the
+// current one, reports the session (once while it is the last competitor)
+// and asks recovery which of them is the channel's: while the current one
+// is not confirmed, and for each new competitor.
+func (t *Tracker) compete(line int, session mold.Session, nowNs int64, out Output) {
+	t.stats.Competing++
+	fresh := session != t.rival
+	if fresh {
+		t.rival = session
+		ev := t.emit(EventCompeting, line)
+		ev.Session = session
+		out.Event(ev)
+	}
+	if !t.confirmed || fresh {
+		// A new competitor may be the publisher restarted: recovery knows.
+		t.query(nowNs)
+	}
+}
+
+// query asks recovery which session the channel publishes: one query at a
+// time, at most once per StaleAfter for a session.
+func (t *Tracker) query(nowNs int64) {
+	if !t.cfg.Recovery || t.asking || t.asked && nowNs-t.askNs < int64(t.cfg.StaleAfter) {
+		return
+	}
+	t.asking, t.asked, t.askNs = true, true, nowNs
+	t.stats.Queries++
+	t.outbox = append(t.outbox, Request{Session: t.session, Query: true})
+}
+
+// confirm takes recovery's word that session is the channel's (see
+// AnswerSession): the current one is confirmed, or replaced by the one
+// named.
+func (t *Tracker) confirm(session mold.Session, nowNs int64, out Output) {
+	t.asking = false
+	if !t.started || session == (mold.Session{}) {
+		return // recovery could not tell: nothing changes
+	}
+	if session != t.session {
+		t.newSession(LineRecovery, session, nowNs, out)
+		t.sessNs = nowNs
+	}
+	t.confirmed = true
 }
 
 // recovered takes a packet of recovered messages for session.
@@ -912,6 +1003,7 @@ func (t *Tracker) retry(session mold.Session, r Range) {
 func (t *Tracker) resync(session mold.Session, next uint64, nowNs int64, out Output) {
 	if !t.started || session != t.session {
 		t.newSession(LineRecovery, session, nowNs, out)
+		t.confirmed = true // the snapshot is of the session recovery serves
 	}
 	if t.join.pending {
 		// The snapshot answers the late join's prefix; what it does not
@@ -979,6 +1071,10 @@ func (t *Tracker) newSession(line int, session mold.Session, nowNs int64, out Ou
 	t.next, t.high = 1, 1
 	t.gapHead, t.gapCount = 0, 0
 	t.join = join{}
+	t.confirmed, t.asked = false, false
+	if session == t.rival {
+		t.rival = mold.Session{}
+	}
 	t.stats.Sessions++
 	out.Event(t.emit(EventSessionStart, line))
 }

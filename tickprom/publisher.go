@@ -83,3 +83,29 @@ func (c *publisherCollector) Collect(out chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// foreignCollector exports the feed handler's count of packets on its own
+// groups that it did not send.
+type foreignCollector struct {
+	counts func() []uint64
+	desc   *prometheus.Desc
+}
+
+// NewForeignPacketsCollector returns a collector of
+// tickcast_publisher_foreign_packets_total, by channel: counts returns the
+// packets received on each channel's groups that the feed handler did not
+// send (another publisher on them).
+func NewForeignPacketsCollector(counts func() []uint64) prometheus.Collector {
+	return &foreignCollector{counts: counts, desc: prometheus.NewDesc("tickcast_publisher_foreign_packets_total",
+		"Packets received on the channel's groups that this feed handler did not send: another publisher is on them.", []string{"channel"}, nil)}
+}
+
+// Describe implements prometheus.Collector.
+func (c *foreignCollector) Describe(out chan<- *prometheus.Desc) { out <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *foreignCollector) Collect(out chan<- prometheus.Metric) {
+	for ch, n := range c.counts() {
+		out <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), strconv.Itoa(ch))
+	}
+}

@@ -27,7 +27,7 @@ type subscriberCollector struct {
 	s *tickcast.Subscriber
 
 	packets, wins, messages, filtered, gaps, requests, recovered, lost, lostRanges, dupMsgs, dupPkts,
-	reordered, overflow, foreign, malformed, sessions, abrupt, staleEvents, heartbeats,
+	reordered, overflow, foreign, competing, malformed, sessions, abrupt, staleEvents, heartbeats,
 	stale, datagrams, bytes, kernelDrops, ringFull, truncated, recvErrors, ringUsed, ringCap,
 	rcvBuf, instGaps, snapshots, recRequests, recFailed, recMessages, recHeard, recBackedOff, conflated *prometheus.Desc
 }
@@ -55,6 +55,7 @@ func NewSubscriberCollector(s *tickcast.Subscriber) prometheus.Collector {
 	c.reordered = c.desc(p+"reordered_messages_total", "Messages that arrived early and waited in the reorder window.", ch...)
 	c.overflow = c.desc(p+"window_overflow_messages_total", "Messages that arrived beyond the reorder window and forced a loss.", ch...)
 	c.foreign = c.desc(p+"foreign_packets_total", "Packets of another channel or an older session dropped on the channel's groups.", ch...)
+	c.competing = c.desc(p+"competing_packets_total", "Packets of a competing session (another publisher on the channel's groups) dropped while the followed session is alive.", ch...)
 	c.malformed = c.desc(p+"malformed_packets_total", "Datagrams that are not valid MoldUDP64 packets.", ch...)
 	c.sessions = c.desc(p+"sessions_started_total", "Sessions started.", ch...)
 	c.abrupt = c.desc(p+"sessions_abrupt_total", "Sessions replaced by a new one without end of session.", ch...)
@@ -109,6 +110,7 @@ func (c *subscriberCollector) Collect(out chan<- prometheus.Metric) {
 		counter(out, c.reordered, t.Reordered, ch)
 		counter(out, c.overflow, t.WindowFull, ch)
 		counter(out, c.foreign, cs.Foreign, ch)
+		counter(out, c.competing, t.Competing, ch)
 		counter(out, c.malformed, cs.Malformed, ch)
 		counter(out, c.conflated, cs.Conflated, ch)
 		counter(out, c.sessions, t.Sessions, ch)

@@ -50,7 +50,9 @@ const rulesFile = "../../deploy/prometheus/alerts.yml"
 // waited have a p99 latency far above the rule's 1 ms (its --stale-after is
 // longer than the stalls, which would otherwise look like a silent feed
 // when it resumes before its receive loops do). Last, the feed
-// handler is stopped (SIGSTOP) until the channels go stale.
+// handler is stopped (SIGSTOP) until the channels go stale. A script sends
+// packets of another session onto channel 1's group throughout: both sides'
+// competing-publisher alerts fire.
 //
 // Prometheus loads a copy of the rules whose `for:` durations are 0, so
 // that an alert fires at its first true evaluation instead of minutes
@@ -83,6 +85,11 @@ func TestPrometheus(t *testing.T) {
 	fh := start(t, ctx, feedhandlerBin, "--group", ga, "--channels", "2", "--count", "0", "--rate", "20000",
 		"--rate-limit", "200", "--heartbeat", "50ms", "--metrics-addr", fhAddr)
 	fh.waitLog(t, `"publishing"`, 10*time.Second)
+	// Another publisher on channel 1's group, for the competing-publisher
+	// alerts of both sides.
+	scriptCtx, stopScript := context.WithCancel(ctx)
+	script := compete(t, scriptCtx, ga, 1, "01ZSA99999")
+	defer func() { stopScript(); <-script }()
 	procs := map[string]*proc{"feedhandler": fh, "subscriber 1": sub1, "subscriber 2": sub2}
 	t.Cleanup(func() {
 		for _, p := range procs {

@@ -28,10 +28,11 @@
 //	role         publish                                 subscribe
 //	feedhandler  tickcast.FEED.live.>                    tickcast.FEED.retransmit.>
 //	             tickcast.FEED.repair.>                  tickcast.FEED.snapshot.>
-//	             replies to requests it received         tickcast.FEED.repair.>
+//	             replies to requests it received         tickcast.FEED.session.>
+//	                                                     tickcast.FEED.repair.>
 //	subscriber   tickcast.FEED.retransmit.*              tickcast.FEED.live.>
 //	             tickcast.FEED.snapshot.*                tickcast.FEED.repair.>
-//	                                                     _INBOX_<name>.>
+//	             tickcast.FEED.session.*                 _INBOX_<name>.>
 //
 // A subscriber connects with the inbox prefix _INBOX_<name> (see
 // [UserInboxPrefix] and [ConnConfig.InboxPrefix]), so the replies to its
@@ -55,10 +56,10 @@
 //	  users = [
 //	    { user: fh, password: "...", permissions: {
 //	        publish: { allow: ["tickcast.tickcast.live.>", "tickcast.tickcast.repair.>"] }
-//	        subscribe: { allow: ["tickcast.tickcast.retransmit.>", "tickcast.tickcast.snapshot.>", "tickcast.tickcast.repair.>"] }
+//	        subscribe: { allow: ["tickcast.tickcast.retransmit.>", "tickcast.tickcast.snapshot.>", "tickcast.tickcast.session.>", "tickcast.tickcast.repair.>"] }
 //	        allow_responses: { max: -1, expires: "2m" } } }
 //	    { user: alice, password: "...", permissions: {
-//	        publish: { allow: ["tickcast.tickcast.retransmit.*", "tickcast.tickcast.snapshot.*"] }
+//	        publish: { allow: ["tickcast.tickcast.retransmit.*", "tickcast.tickcast.snapshot.*", "tickcast.tickcast.session.*"] }
 //	        subscribe: { allow: ["tickcast.tickcast.live.>", "tickcast.tickcast.repair.>", "_INBOX_alice.>"] } } }
 //	  ]
 //	}

@@ -135,14 +135,14 @@ func permissions(feed string, u User) *server.Permissions {
 	case RoleFeedHandler:
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{p + "live.>", p + "repair.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{p + "retransmit.>", p + "snapshot.>", p + "repair.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{p + "retransmit.>", p + "snapshot.>", p + "session.>", p + "repair.>"}},
 			// MaxMsgs -1: a multi-part reply has as many parts as it needs;
 			// the window bounds it in time instead.
 			Response: &server.ResponsePermission{MaxMsgs: -1, Expires: ReplyWindow},
 		}
 	case RoleSubscriber:
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{p + "retransmit.*", p + "snapshot.*"}},
+			Publish:   &server.SubjectPermission{Allow: []string{p + "retransmit.*", p + "snapshot.*", p + "session.*"}},
 			Subscribe: &server.SubjectPermission{Allow: []string{p + "live.>", p + "repair.>", UserInboxPrefix(u.Name) + ".>"}},
 		}
 	}

@@ -516,6 +516,7 @@ type Summary struct {
 	Duplicates        uint64  `json:"duplicates"`
 	DuplicatePackets  uint64  `json:"duplicate_packets"`
 	Foreign           uint64  `json:"foreign"`
+	Competing         uint64  `json:"competing"`
 	Malformed         uint64  `json:"malformed"`
 	KernelDrops       uint64  `json:"kernel_drops"`
 	RingFull          uint64  `json:"ring_full"`
@@ -629,7 +630,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 		Packets: st.Packets, Gaps: st.Gaps, Missing: st.Missing, Conflated: st.Conflated, Duplicates: st.Duplicates, DuplicatePackets: st.DuplicatePackets,
 		LostRanges: st.LostRanges, Recovered: st.Recovered, Requests: st.Requests, Reordered: st.Reordered, WindowFull: st.WindowFull,
 		InstrumentGaps: st.InstrumentGaps, Stale: st.Stale, PacketsA: st.PacketsA, PacketsB: st.PacketsB,
-		Foreign: st.Foreign, Malformed: st.Malformed, KernelDrops: st.KernelDrops, RingFull: st.RingFull,
+		Foreign: st.Foreign, Competing: st.Competing, Malformed: st.Malformed, KernelDrops: st.KernelDrops, RingFull: st.RingFull,
 		Sessions: st.Sessions, SessionsEnded: st.SessionsEnded, SessionsAbrupt: st.SessionsAbrupt, WinsA: st.WinsA, WinsB: st.WinsB,
 		Verify: a.s.Verify, VerifyOK: a.s.Verify && h.verifyErrs == 0 && h.received > 0, VerifyErrors: h.verifyErrs,
 		ElapsedS: elapsed.Seconds(), MsgsPerS: float64(h.received) / elapsed.Seconds(),
@@ -697,7 +698,7 @@ func (a *App) screen(elapsed time.Duration) {
 	fmt.Fprintf(w, "  gaps         %12d   missing %d\n", st.Gaps, st.Missing)
 	fmt.Fprintf(w, "  duplicates   %12d   foreign %d  malformed %d\n", st.Duplicates, st.Foreign, st.Malformed)
 	fmt.Fprintf(w, "  kernel drops %12d   ring full %d\n", st.KernelDrops, st.RingFull)
-	fmt.Fprintf(w, "  sessions     %12d   ended %d  abrupt %d\n", st.Sessions, st.SessionsEnded, st.SessionsAbrupt)
+	fmt.Fprintf(w, "  sessions     %12d   ended %d  abrupt %d  competing packets %d\n", st.Sessions, st.SessionsEnded, st.SessionsAbrupt, st.Competing)
 	if a.s.Verify {
 		fmt.Fprintf(w, "  verify errors %11d\n", a.h.verifyErrs)
 	}
@@ -855,6 +856,9 @@ func (h *handler) Event(ev *tickcast.Event) {
 		stream(log.Info()).Msg("channel receiving again")
 	case tickcast.EventForeign:
 		stream(log.Debug()).Msg("foreign packet dropped")
+	case tickcast.EventCompeting:
+		// "session" is the competing one, not the one followed.
+		stream(log.Error()).Msg("competing session on the channel's groups: another publisher; its packets are dropped")
 	case tickcast.EventMalformed:
 		stream(log.Debug()).Err(ev.Err).Msg("malformed packet dropped")
 	}
