@@ -113,13 +113,15 @@ type Config struct {
 	RecoveryQueue string
 
 	// NoWatch turns off watching the feed's own groups. By default (udp)
-	// the feed handler receives what arrives on the groups it publishes
-	// to and counts the packets it did not send: another publisher's
-	// (another session's, or its own session's with other messages). Each
-	// such source is logged at error level once per channel, and counted
-	// in the summary (foreign_packets) and the metrics
-	// (tickcast_publisher_foreign_packets_total). Watching receives every
-	// packet once more on the host.
+	// the feed handler listens on the groups it publishes to and counts
+	// the packets of another session there: another publisher's. Each such
+	// source is logged at error level once per channel, and counted in the
+	// summary (foreign_packets) and the metrics
+	// (tickcast_publisher_foreign_packets_total). The kernel drops the
+	// feed handler's own packets before they reach it (a socket filter on
+	// the channel's session), so watching costs almost nothing while no
+	// one else publishes, and a publisher of this feed handler's own
+	// session is not seen.
 	NoWatch bool
 
 	// MetricsAddr serves Prometheus metrics on http://ADDR/metrics (port 0:

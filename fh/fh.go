@@ -159,7 +159,7 @@ func (h *FeedHandler) startPublisher() error {
 	h.pub = pub
 	h.metrics.addPublisher(pub)
 	if h.cfg.Transport == "udp" && !h.cfg.NoWatch {
-		w, err := startWatch(&h.cfg, pub, h.stores, h.log.With().Str("role", "watch").Logger())
+		w, err := startWatch(&h.cfg, pub, h.log.With().Str("role", "watch").Logger())
 		if err != nil {
 			h.log.Error().Err(err).Msg("cannot watch the feed's groups")
 			return err

@@ -1,7 +1,6 @@
 package fh
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -12,21 +11,25 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/mold"
-	"github.com/tickcast/tickcast/recovery"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/udp"
 )
 
 // watcher listens on the feed handler's own groups and counts the packets
-// it did not send: packets of another session (another publisher on the
-// groups, such as a second feed handler started on them by mistake), and
-// packets of its own session whose messages differ from what it sent. Each
-// foreign session is logged once per channel at error level; the counts are
-// in the metrics (tickcast_publisher_foreign_packets_total) and the summary
+// of another session there: another publisher on the groups, such as a
+// second feed handler started on them by mistake. Each foreign session is
+// logged once per channel at error level; the counts are in the metrics
+// (tickcast_publisher_foreign_packets_total) and the summary
 // (foreign_packets).
+//
+// The kernel drops the feed handler's own packets before they reach the
+// watcher (udp.Config.DropPrefix, the channel's session): receiving every
+// packet it sends once more, and comparing it with the store, cost the
+// subscribers on the host several times their latency. So a publisher that
+// sends the feed handler's own session is not seen here; subscribers see
+// its packets as duplicates or as messages that fail verification.
 type watcher struct {
 	log      zerolog.Logger
-	stores   []*recovery.Channel
 	sessions []mold.Session // by channel: the publisher's
 	counts   []atomic.Uint64
 	recvs    []ud.Receiver
@@ -40,17 +43,20 @@ type watcher struct {
 type foreignKey struct {
 	ch      int
 	session mold.Session
-	own     bool // own session, other messages
 }
 
 // watchIdle is how long a watch loop waits for a datagram before it checks
 // whether it was closed.
 const watchIdle = 100 * time.Millisecond
 
+// watchRcvBuf is the watch sockets' receive buffer: enough for a burst of
+// another publisher's packets, which are counted, not kept.
+const watchRcvBuf = 1 << 20
+
 // startWatch opens a receiver on every group the publisher sends to and
 // starts checking what arrives there.
-func startWatch(c *Config, pub *tickcast.Publisher, stores []*recovery.Channel, log zerolog.Logger) (*watcher, error) {
-	w := &watcher{log: log, stores: stores, sessions: pub.Sessions(), counts: make([]atomic.Uint64, c.Channels),
+func startWatch(c *Config, pub *tickcast.Publisher, log zerolog.Logger) (*watcher, error) {
+	w := &watcher{log: log, sessions: pub.Sessions(), counts: make([]atomic.Uint64, c.Channels),
 		seen: map[foreignKey]bool{}}
 	for ch := 0; ch < c.Channels; ch++ {
 		for _, base := range []netip.AddrPort{c.GroupA, c.GroupB} {
@@ -63,7 +69,8 @@ func startWatch(c *Config, pub *tickcast.Publisher, stores []*recovery.Channel, 
 				return nil, err
 			}
 			r, err := udp.NewReceiver(udp.Config{Group: g.Addr(), Port: int(g.Port()), Interface: c.Interface,
-				MaxDatagram: max(c.MaxDatagram, udp.DefaultMaxDatagram), Mode: udp.Blocking, RingSlots: 256, Batch: 16, CPU: -1})
+				MaxDatagram: max(c.MaxDatagram, udp.DefaultMaxDatagram), Mode: udp.Blocking, RingSlots: 256, Batch: 16, CPU: -1,
+				RcvBuf: watchRcvBuf, DropPrefix: w.sessions[ch][:]})
 			if err != nil {
 				w.close()
 				return nil, fmt.Errorf("fh: watch group %v: %w", g, err)
@@ -105,46 +112,10 @@ func (w *watcher) check(ch int, d []byte) {
 		w.foreign(ch, foreignKey{ch: ch}, "malformed datagram")
 		return
 	}
-	own := w.sessions[ch]
-	if p.Session != own {
+	if p.Session != w.sessions[ch] {
 		w.foreign(ch, foreignKey{ch: ch, session: p.Session}, "packets of another session on the feed's group: another publisher")
-		return
-	}
-	if p.Messages() == 0 {
-		return // a heartbeat or end of session carries nothing to compare
-	}
-	if !w.sent(ch, p) {
-		w.foreign(ch, foreignKey{ch: ch, session: p.Session, own: true}, "packets of this feed handler's session that it did not send: another publisher")
 	}
 }
-
-// sent reports whether the data packet p of channel ch's own session carries
-// the messages the feed handler sent at those sequences. A packet the store
-// no longer holds passes: nothing is left to compare it with.
-func (w *watcher) sent(ch int, p mold.Packet) bool {
-	it := p.Iter()
-	same := true
-	err := w.stores[ch].Read(p.Session, p.Seq, p.Messages(), func(seq uint64, msg []byte) error {
-		got, _, ok := it.Next()
-		if !ok || !bytes.Equal(got, msg) {
-			same = false
-			return errStop
-		}
-		return nil
-	})
-	var old *recovery.TooOldError
-	switch {
-	case errors.Is(err, errStop):
-		return false
-	case errors.As(err, &old):
-		return true
-	case err != nil:
-		return false // not sent yet, or not this store's session
-	}
-	return same
-}
-
-var errStop = errors.New("messages differ")
 
 // foreign counts a foreign packet and logs its source the first time.
 func (w *watcher) foreign(ch int, key foreignKey, what string) {

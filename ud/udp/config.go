@@ -103,7 +103,18 @@ type Config struct {
 	// CPU is the CPU a BusyPoll receive thread is pinned to with
 	// sched_setaffinity, or -1 for no pinning. Ignored in Blocking mode.
 	CPU int
+	// DropPrefix, if set (at most MaxDropPrefix bytes), makes the kernel
+	// drop every datagram whose payload starts with these bytes before it
+	// reaches the receiver, through a classic BPF socket filter: no copy,
+	// no wake-up, nothing counted. A receiver that only wants the
+	// datagrams of others (a feed handler watching its own groups for
+	// another publisher's session) costs almost nothing while there are
+	// none.
+	DropPrefix []byte
 }
+
+// MaxDropPrefix bounds Config.DropPrefix.
+const MaxDropPrefix = 64
 
 // ConfigError reports a Config field with an invalid value: the module's
 // configuration error, config.Error.
@@ -152,6 +163,8 @@ func (c Config) validate() error {
 		return bad("Mode", c.Mode, "not Blocking, BusyPoll, Direct or DirectSpin")
 	case c.CPU < -1 || c.CPU >= cpuSetSize:
 		return bad("CPU", c.CPU, "not -1 (no pinning) or a CPU index below "+strconv.Itoa(cpuSetSize))
+	case len(c.DropPrefix) > MaxDropPrefix:
+		return bad("DropPrefix", len(c.DropPrefix), "longer than "+strconv.Itoa(MaxDropPrefix)+" bytes")
 	}
 	return nil
 }

@@ -181,6 +181,13 @@ func (r *Receiver) setup() error {
 	if err := setInt(c, fd, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, "SO_RXQ_OVFL", 1); err != nil {
 		return err
 	}
+	if len(c.DropPrefix) > 0 {
+		prog := dropPrefixFilter(c.DropPrefix)
+		fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+		if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); err != nil {
+			return c.opError("setsockopt SO_ATTACH_FILTER", err)
+		}
+	}
 	granted, err := setRcvBuf(c, fd)
 	if err != nil {
 		return err
