@@ -109,19 +109,20 @@ func TestComposeOnEngine(t *testing.T) {
 
 // engineRun is one run of the stack: its project name, files and images.
 type engineRun struct {
-	t        *testing.T
-	cmp      []string
-	project  string
-	dir      string // the override file and the test's Prometheus configuration
-	images   map[string]string
-	ports    map[string]int
-	group    string
-	override string
+	t          *testing.T
+	cmp        []string
+	project    string
+	dir        string // the override file and the test's Prometheus configuration
+	images     map[string]string
+	ports      map[string]int
+	group      string
+	override   string
+	containers map[string]string // by service, once looked up
 }
 
 func newEngineRun(t *testing.T, cmp []string) *engineRun {
 	e := &engineRun{t: t, cmp: cmp, project: fmt.Sprintf("tickcast-enginetest-%d", os.Getpid()), dir: t.TempDir(),
-		images: map[string]string{}, ports: map[string]int{}}
+		images: map[string]string{}, ports: map[string]int{}, containers: map[string]string{}}
 	for _, name := range []string{"nats", "prometheus", "feedhandler", "subscriber", "subscriber-loss", "subscriber-lost", "subscriber-late"} {
 		e.ports[name] = freePort(t)
 	}
@@ -344,14 +345,18 @@ func (e *engineRun) compose(args ...string) string {
 	return e.run("", nil, e.cmp[0], append(full, args...)...)
 }
 
-// container returns the container of service svc.
+// container returns the container of service svc, running or stopped.
 func (e *engineRun) container(svc string) string {
 	e.t.Helper()
-	id := strings.TrimSpace(e.compose("ps", "-q", svc))
+	if id, ok := e.containers[svc]; ok {
+		return id
+	}
+	id := strings.TrimSpace(e.compose("ps", "-a", "-q", svc))
 	if id == "" {
 		e.t.Fatalf("no container for service %s", svc)
 	}
-	return strings.Fields(id)[0]
+	e.containers[svc] = strings.Fields(id)[0]
+	return e.containers[svc]
 }
 
 // inspect returns a field of svc's container (a Go template).

@@ -72,6 +72,11 @@ type Config struct {
 	// Linger is how long recovery is served after end of session, the end
 	// being repeated every Heartbeat; 0: not at all.
 	Linger time.Duration
+	// LingerOnStop lingers also when Run's context is cancelled (the
+	// program was asked to stop): the end of session goes out, and
+	// subscribers still recover the session's tail, until Linger has passed
+	// or Abort is called. Without it a stop ends Run at once.
+	LingerOnStop bool
 
 	// FeedName names the feed in the NATS subjects (tickcast.FEED.*);
 	// default recovery.DefaultFeed.

@@ -31,6 +31,10 @@ type FeedHandler struct {
 	closed  bool // pub is closed
 	sink    packetSink
 	health  healthState
+	// aborted is done once Abort is called: it ends a linger after a
+	// stop (Config.LingerOnStop).
+	aborted context.Context
+	abort   context.CancelFunc
 	watch   *watcher // nil when not watching (Config.NoWatch, rdma)
 }
 
@@ -48,6 +52,7 @@ func New(cfg Config) (*FeedHandler, error) {
 		return nil, err
 	}
 	h := &FeedHandler{cfg: cfg, log: cfg.Log}
+	h.aborted, h.abort = context.WithCancel(context.Background())
 	if err := h.start(); err != nil {
 		h.Close()
 		return nil, err
@@ -235,9 +240,16 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 	}})
 	endErr := h.pub.End()
 	elapsed := time.Since(start)
-	if h.cfg.Linger > 0 && ctx.Err() == nil {
+	switch {
+	case h.cfg.Linger <= 0:
+	case ctx.Err() == nil:
 		h.health.phase.Store(phaseLingering)
 		h.linger(ctx)
+	case h.cfg.LingerOnStop:
+		// Asked to stop: the end of session is out; serve recovery for
+		// the session's tail, unless aborted.
+		h.health.phase.Store(phaseLingering)
+		h.linger(h.aborted)
 	}
 	h.closed = true
 	closeErr := h.pub.Close()
@@ -264,6 +276,10 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 // liveFlushTimeout bounds how long Run waits for the live NATS feed's queue
 // to drain after the end of session.
 const liveFlushTimeout = 5 * time.Second
+
+// Abort ends a linger after a stop at once (Config.LingerOnStop): a
+// program's second interrupt.
+func (h *FeedHandler) Abort() { h.abort() }
 
 // linger keeps serving recovery for Config.Linger, and repeats the end of
 // session every heartbeat interval so a subscriber that lost it still
@@ -308,6 +324,7 @@ func (h *FeedHandler) ForeignPackets() uint64 {
 // the metrics endpoint, the recovery server, the NATS connection and the
 // embedded server. The source is the caller's to release.
 func (h *FeedHandler) Close() {
+	h.abort()
 	if h.pub != nil && !h.closed {
 		h.closed = true
 		h.pub.Close()

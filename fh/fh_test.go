@@ -211,3 +211,63 @@ func TestHealth(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestLingerOnStop: with LingerOnStop, a stopped Run ends its session and
+// keeps serving recovery (healthy, lingering) until Abort; without it, a
+// stop ends Run at once.
+func TestLingerOnStop(t *testing.T) {
+	for _, onStop := range []bool{true, false} {
+		syn, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: 3, Instruments: 10, Channels: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := New(Config{Source: syn, Channels: 1, GroupA: testGroup(t), Rate: 5000, Linger: time.Minute, LingerOnStop: onStop,
+			NATSListen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan Summary, 1)
+		go func() {
+			sum, _ := h.Run(ctx)
+			done <- sum
+		}()
+		for h.sink.sent.Load() < 20 { // packets recorded: the run has started publishing
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		if !onStop {
+			select {
+			case sum := <-done:
+				if !sum.Interrupted {
+					t.Errorf("without LingerOnStop: summary %+v, want interrupted", sum)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("without LingerOnStop: Run still running 10s after its context was cancelled")
+			}
+			h.Close()
+			continue
+		}
+		for h.health.phase.Load() != phaseLingering {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := metricsrv.CheckHealth("http://"+h.MetricsAddr()+metricsrv.HealthPath, time.Second); err != nil {
+			t.Errorf("lingering after a stop: %v, want healthy", err)
+		}
+		select {
+		case <-done:
+			t.Fatal("with LingerOnStop: Run returned before the linger ended or Abort")
+		case <-time.After(200 * time.Millisecond):
+		}
+		h.Abort()
+		select {
+		case sum := <-done:
+			if !sum.Interrupted {
+				t.Errorf("with LingerOnStop: summary %+v, want interrupted", sum)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("with LingerOnStop: Run still running 10s after Abort")
+		}
+		h.Close()
+	}
+}

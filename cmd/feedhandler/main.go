@@ -73,7 +73,7 @@ type Settings struct {
 	NATSListen    string        `flag:"nats-listen" default:"127.0.0.1:4222" help:"address of the embedded NATS server (port 0: a free port)"`
 	NATSUsers     string        `flag:"nats-users" default:"" help:"embedded server users, name:password:role (feedhandler or subscriber), comma separated, or @FILE with one per line"`
 	NATSLive      bool          `flag:"nats-live" default:"true" help:"also publish every datagram on tickcast.FEED.live.CH for subscribers without multicast (with the embedded server, only while a subscriber listens)"`
-	Linger        time.Duration `flag:"linger" default:"5s" help:"after end of session, keep serving recovery (and repeating end of session) this long"`
+	Linger        time.Duration `flag:"linger" default:"5s" help:"after end of session, keep serving recovery (and repeating end of session) this long; also after SIGTERM or an interrupt, which end the session (a second one ends the linger at once)"`
 	StoreMessages int           `flag:"store-messages" default:"1048576" help:"retransmission store limit per channel, in messages"`
 	StoreBytes    int           `flag:"store-bytes" default:"67108864" help:"retransmission store limit per channel, in message bytes"`
 	MaxRetransmit int           `flag:"max-retransmit" default:"10000" help:"most messages one retransmit request may ask for"`
@@ -169,7 +169,7 @@ func (s *Settings) config() (fh.Config, error) {
 	c := fh.Config{
 		SourceName: s.Source, Channels: s.Channels, Transport: s.Transport, TTL: s.TTL,
 		MaxDatagram: s.MaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
-		Rate: s.Rate, PaceSpin: s.PaceSpin, Duration: s.Duration, Linger: s.Linger,
+		Rate: s.Rate, PaceSpin: s.PaceSpin, Duration: s.Duration, Linger: s.Linger, LingerOnStop: true,
 		FeedName: s.FeedName, NATSURL: s.NATSURL, NATSListen: s.NATSListen, NATS: s.Flags, NATSLive: s.NATSLive,
 		StoreMessages: s.StoreMessages, StoreBytes: s.StoreBytes, MaxRetransmit: s.MaxRetransmit, RateLimit: s.RateLimit,
 		RepairWindow: s.RepairWindow, RecoveryQueue: s.RecoveryQueue, MetricsAddr: s.MetricsAddr,
@@ -254,14 +254,35 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	defer releaseSrc()
 	cfg.Source, cfg.Log = src, log
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return publish(ctx, &s, cfg, stdout, stderr)
+	// The first SIGTERM or interrupt ends publishing: the end of session
+	// goes out and recovery is served for --linger (fh.Config.LingerOnStop);
+	// a second ends that at once.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	abort, finished := make(chan struct{}), make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-finished:
+			return
+		}
+		select {
+		case <-sigs:
+			close(abort)
+		case <-finished:
+		}
+	}()
+	return publish(ctx, abort, &s, cfg, stdout, stderr)
 }
 
 // publish runs the feed handler (and the --demo subscriber) and returns the
 // exit code: with --demo the subscriber's, unless publishing failed.
-func publish(ctx context.Context, s *Settings, cfg fh.Config, stdout, stderr io.Writer) int {
+func publish(ctx context.Context, abort <-chan struct{}, s *Settings, cfg fh.Config, stdout, stderr io.Writer) int {
 	h, err := fh.New(cfg)
 	var ce *fh.ConfigError
 	if errors.As(err, &ce) {
@@ -272,6 +293,15 @@ func publish(ctx context.Context, s *Settings, cfg fh.Config, stdout, stderr io.
 		return 1 // logged by New
 	}
 	defer h.Close()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-abort:
+			h.Abort()
+		case <-done:
+		}
+	}()
 	// In demo mode the subscriber joins before the first packet is sent.
 	var demoDone chan int
 	if s.Demo {
