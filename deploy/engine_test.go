@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tickcast/tickcast/internal/testenv"
+	"github.com/tickcast/tickcast/recovery"
 )
 
 // The container test runs docker-compose.yml on a real Docker engine, with
@@ -87,8 +88,10 @@ func TestComposeOnEngine(t *testing.T) {
 		e.waitHealthy(svc, 60*time.Second)
 	}
 
-	// Mid-feed, one subscriber container restarts: it joins late.
-	time.Sleep(2 * time.Second)
+	// Mid-feed, one subscriber container restarts: it joins late, once
+	// every channel is far enough on that the start of its session comes
+	// as a snapshot (recovery.DefaultSnapshotAbove messages).
+	e.waitPublished(recovery.DefaultSnapshotAbove+2000, 120*time.Second)
 	if out, err := exec.Command("docker", "restart", e.container("subscriber-late")).CombinedOutput(); err != nil {
 		t.Fatalf("docker restart subscriber-late: %v\n%s", err, out)
 	}
@@ -411,6 +414,37 @@ func (e *engineRun) exitCode(svc string, d time.Duration) int {
 		e.t.Fatalf("docker wait %s: %q", svc, out)
 	}
 	return code
+}
+
+// waitPublished waits until every channel of the feed handler has
+// published at least n messages, from its metrics
+// (tickcast_recovery_store_next_sequence).
+func (e *engineRun) waitPublished(n int, d time.Duration) {
+	t := e.t
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", e.ports["feedhandler"])
+	re := regexp.MustCompile(`(?m)^tickcast_recovery_store_next_sequence\{channel="\d+"\} (\S+)$`)
+	start := time.Now()
+	for {
+		lowest := -1.0
+		if resp, err := http.Get(url); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+				v, _ := strconv.ParseFloat(m[1], 64)
+				if lowest < 0 || v < lowest {
+					lowest = v
+				}
+			}
+		}
+		if lowest > float64(n) {
+			t.Logf("every channel past message %d after %v", n, time.Since(start).Round(100*time.Millisecond))
+			return
+		}
+		if time.Since(start) > d {
+			t.Fatalf("the feed handler's channels did not all reach message %d within %v (lowest next sequence %.0f)", n, d, lowest)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // checkPrometheus waits until Prometheus has every program as a target, up,
