@@ -31,7 +31,12 @@ func conflatorUnderTest() (*conflator, *[]delivered) {
 // send offers message seq of type typ of instrument inst to c, and delivers
 // it at once when c does not hold it, as subChannel.Release does.
 func send(c *conflator, seq uint64, typ feed.Type, inst uint32) {
-	m := feed.Msg{Header: feed.Header{Type: typ, Version: feed.Version, Instrument: inst, InstSeq: uint32(seq)}}
+	offer(c, seq, feed.Msg{Header: feed.Header{Type: typ, Version: feed.Version, Instrument: inst, InstSeq: uint32(seq)}})
+}
+
+// offer offers message m, of sequence seq, to c, and delivers it at once
+// when c does not hold it.
+func offer(c *conflator, seq uint64, m feed.Msg) {
 	buf := make([]byte, feed.MaxLen)
 	n, err := m.Encode(buf)
 	if err != nil {
@@ -187,16 +192,8 @@ func TestConflatorAllocs(t *testing.T) {
 // offerDelta offers level delta seq of inst to c, delivering it at once
 // when c does not hold it.
 func offerDelta(c *conflator, seq uint64, inst uint32, side feed.Side, action byte, px int64, size uint64) {
-	m := feed.Msg{Header: feed.Header{Type: feed.TypeLevelDelta, Version: feed.Version, Instrument: inst, InstSeq: uint32(seq)},
-		Delta: feed.LevelDelta{Side: side, Action: action, Px: px, Size: size}}
-	buf := make([]byte, feed.MaxLen)
-	n, err := m.Encode(buf)
-	if err != nil {
-		panic(err)
-	}
-	if !c.hold(seq, buf[:n], 0, 0) {
-		c.deliver(seq, buf[:n], 0, 0)
-	}
+	offer(c, seq, feed.Msg{Header: feed.Header{Type: feed.TypeLevelDelta, Version: feed.Version, Instrument: inst, InstSeq: uint32(seq)},
+		Delta: feed.LevelDelta{Side: side, Action: action, Px: px, Size: size}})
 }
 
 // TestConflatorLevels: held level deltas conflate to the latest state of
