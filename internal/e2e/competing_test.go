@@ -64,7 +64,11 @@ func compete(t *testing.T, ctx context.Context, ga string, ch int, session strin
 func feedAndSubscriber(t *testing.T, ctx context.Context, count int) (ga string, sub, fh *proc) {
 	t.Helper()
 	ga, _, _ = groups(t)
-	sub = start(t, ctx, subscriberBin, "--verify", "--group", ga, "--idle-timeout", "10s")
+	// A followed session that goes silent past --stale-after may be
+	// replaced by a competitor until recovery names it again: a longer
+	// limit keeps a loaded host's scheduling pauses from being taken for a
+	// silent feed, which is not what these tests are about.
+	sub = start(t, ctx, subscriberBin, "--verify", "--group", ga, "--idle-timeout", "10s", "--stale-after", "2s")
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)
 	fh = start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "20000", "--group", ga)
 	fh.waitLog(t, `"publishing"`, 10*time.Second)
