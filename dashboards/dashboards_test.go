@@ -177,7 +177,7 @@ func exportedMetrics(t *testing.T) map[string][]string {
 	descs := make(chan *prometheus.Desc, 256)
 	for _, c := range []prometheus.Collector{
 		tickprom.NewSubscriberCollector(nil), tickprom.NewLatencyMetrics(),
-		tickprom.NewPublisherCollector(nil, ""), tickprom.NewPublisherMetrics(),
+		tickprom.NewPublisherCollector(nil, ""), tickprom.NewPublisherMetrics(), tickprom.NewForeignPacketsCollector(nil),
 		tickprom.NewRecoveryServerCollector(nil, nil),
 	} {
 		c.Describe(descs)

@@ -46,6 +46,8 @@ func FeedHandler() *Dashboard {
 		q(rate(pub+"send_errors_total", byChannel, "instance, channel, line"), "errors channel {{channel}} {{line}} {{instance}}"),
 		q(rate(pub+"send_retries_total", byChannel, "instance, channel, line"), "retries channel {{channel}} {{line}} {{instance}}"),
 		q(rate(pub+"unknown_instrument_messages_total", byInstance, "instance"), "unknown instrument {{instance}}")))
+	b.graph(timeseries("Another publisher on the feed's groups: packets /s", "Packets of another session heard on this feed handler's own groups (it listens for them). Anything above zero: another publisher sends there; see the runbook, \"Competing publishers\".", "pps",
+		q(rate(pub+"foreign_packets_total", byChannel, "instance, channel"), "foreign channel {{channel}} {{instance}}")))
 
 	b.row("Recovery server")
 	b.graph(timeseries("Recovery requests and messages served /s", "Retransmit requests received and messages sent back; rising means subscribers are losing packets.", "short",

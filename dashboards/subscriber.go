@@ -43,6 +43,8 @@ func Subscriber() *Dashboard {
 	b.graph(timeseries("Foreign and malformed packets /s", "Packets of another channel or an older session on the channel's groups (fix the group plan), and datagrams that are not MoldUDP64.", "pps",
 		q(rate(sub+"foreign_packets_total", byChannel, "instance, channel"), "foreign channel {{channel}} {{instance}}"),
 		q(rate(sub+"malformed_packets_total", byChannel, "instance, channel"), "malformed channel {{channel}} {{instance}}")))
+	b.graph(timeseries("Competing publisher: packets /s", "Packets of a competing session on the channel's groups (another publisher: a script, a second feed handler), dropped while the followed session is alive or confirmed by recovery. Anything above zero: see the runbook, \"Competing publishers\".", "pps",
+		q(rate(sub+"competing_packets_total", byChannel, "instance, channel"), "competing channel {{channel}} {{instance}}")))
 	b.graph(timeseries("Stale channels and stale events", "1 while a channel receives nothing, not even heartbeats, before its session ended; and the times channels went stale in the time range.", "short",
 		q(sumBy("instance, channel", sub+"channel_stale"+byChannel), "stale channel {{channel}} {{instance}}"),
 		q(`sum by (instance, channel) (increase(`+sub+`stale_events_total`+byChannel+`[$__range]))`, "stale events channel {{channel}} {{instance}}")))
