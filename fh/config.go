@@ -117,17 +117,18 @@ type Config struct {
 	// sessions (recovery.ServerConfig.Queue); empty: a plain subscription.
 	RecoveryQueue string
 
-	// NoWatch turns off watching the feed's own groups. By default (udp)
-	// the feed handler listens on the groups it publishes to and counts
-	// the packets of another session there: another publisher's. Each such
-	// source is logged at error level once per channel, and counted in the
-	// summary (foreign_packets) and the metrics
+	// Watch makes the feed handler listen on the groups it publishes to
+	// (udp) and count the packets of another session there: another
+	// publisher's. Each such source is logged at error level once per
+	// channel, and counted in the summary (foreign_packets) and the metrics
 	// (tickcast_publisher_foreign_packets_total). The kernel drops the
 	// feed handler's own packets before they reach it (a socket filter on
-	// the channel's session), so watching costs almost nothing while no
-	// one else publishes, and a publisher of this feed handler's own
-	// session is not seen.
-	NoWatch bool
+	// the channel's session), so a publisher of its own session is not
+	// seen. It is off by default: every datagram sent then goes to one
+	// more socket on the host, which cost the subscribers on the host
+	// about 40% at p50 and twice their p99 at 100,000 msg/s
+	// (docs/operations.md, "Competing publishers").
+	Watch bool
 
 	// MetricsAddr serves Prometheus metrics on http://ADDR/metrics (port 0:
 	// a free port); empty serves none.

@@ -35,7 +35,7 @@ type FeedHandler struct {
 	// stop (Config.LingerOnStop).
 	aborted context.Context
 	abort   context.CancelFunc
-	watch   *watcher // nil when not watching (Config.NoWatch, rdma)
+	watch   *watcher // nil when not watching (Config.Watch, udp only)
 }
 
 // New checks cfg, starts NATS (embedded, unless cfg.NATSURL names a
@@ -163,7 +163,7 @@ func (h *FeedHandler) startPublisher() error {
 	}
 	h.pub = pub
 	h.metrics.addPublisher(pub)
-	if h.cfg.Transport == "udp" && !h.cfg.NoWatch {
+	if h.cfg.Transport == "udp" && h.cfg.Watch {
 		w, err := startWatch(&h.cfg, pub, h.log.With().Str("role", "watch").Logger())
 		if err != nil {
 			h.log.Error().Err(err).Msg("cannot watch the feed's groups")
@@ -312,7 +312,7 @@ func (h *FeedHandler) logEnds() {
 }
 
 // ForeignPackets returns how many packets the feed handler received on its
-// own groups that it did not send (see Config.NoWatch).
+// own groups that it did not send (see Config.Watch).
 func (h *FeedHandler) ForeignPackets() uint64 {
 	if h.watch == nil {
 		return 0

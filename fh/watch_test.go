@@ -25,7 +25,7 @@ func TestWatchCountsForeignPackets(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs testenv.SyncBuffer
-	h, err := New(Config{Source: syn, Channels: 1, GroupA: group, Rate: 10000, NATSListen: "127.0.0.1:0", Log: zerolog.New(&logs)})
+	h, err := New(Config{Source: syn, Channels: 1, GroupA: group, Rate: 10000, Watch: true, NATSListen: "127.0.0.1:0", Log: zerolog.New(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

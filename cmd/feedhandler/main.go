@@ -79,6 +79,7 @@ type Settings struct {
 	MaxRetransmit int           `flag:"max-retransmit" default:"10000" help:"most messages one retransmit request may ask for"`
 	RateLimit     float64       `flag:"rate-limit" default:"1000000" help:"messages per second one requester may be sent"`
 	RepairWindow  time.Duration `flag:"repair-window" default:"250ms" help:"after publishing a repair on the feed's repair subject, answer requests for the same range this long with a pointer to it, not the messages again (docs/recovery.md)"`
+	WatchGroups   bool          `flag:"watch-groups" help:"listen on the feed's own groups and count and log the packets of another session there (another publisher: foreign_packets); off by default, as every datagram then goes to one more socket on the host, which costs the host's subscribers latency at high rates"`
 	RecoveryQueue string        `flag:"recovery-queue" default:"" help:"NATS queue group to take recovery requests in, shared with the other feed handlers of the same sessions, so that one answers each request (empty: every feed handler on the NATS server answers)"`
 	MetricsAddr   string        `flag:"metrics-addr" default:"127.0.0.1:9464" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port)"`
 	natsconn.Flags
@@ -135,7 +136,7 @@ var flagOf = map[string]string{
 	"Duration": "duration", "Linger": "linger", "FeedName": "feed-name", "NATSURL": "nats-url",
 	"NATSListen": "nats-listen", "NATSUsers": "nats-users", "StoreMessages": "store-messages",
 	"StoreBytes": "store-bytes", "MaxRetransmit": "max-retransmit", "RateLimit": "rate-limit",
-	"RepairWindow": "repair-window", "RecoveryQueue": "recovery-queue",
+	"RepairWindow": "repair-window", "RecoveryQueue": "recovery-queue", "Watch": "watch-groups",
 	"MetricsAddr": "metrics-addr", "NATSLive": "nats-live",
 }
 
@@ -172,7 +173,7 @@ func (s *Settings) config() (fh.Config, error) {
 		Rate: s.Rate, PaceSpin: s.PaceSpin, Duration: s.Duration, Linger: s.Linger, LingerOnStop: true,
 		FeedName: s.FeedName, NATSURL: s.NATSURL, NATSListen: s.NATSListen, NATS: s.Flags, NATSLive: s.NATSLive,
 		StoreMessages: s.StoreMessages, StoreBytes: s.StoreBytes, MaxRetransmit: s.MaxRetransmit, RateLimit: s.RateLimit,
-		RepairWindow: s.RepairWindow, RecoveryQueue: s.RecoveryQueue, MetricsAddr: s.MetricsAddr,
+		RepairWindow: s.RepairWindow, RecoveryQueue: s.RecoveryQueue, Watch: s.WatchGroups, MetricsAddr: s.MetricsAddr,
 	}
 	if _, set := s.Origins["max-datagram"]; !set && s.Transport == "rdma" {
 		c.MaxDatagram = 0 // the RDMA port's active MTU

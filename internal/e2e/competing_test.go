@@ -70,7 +70,7 @@ func feedAndSubscriber(t *testing.T, ctx context.Context, count int) (ga string,
 	// silent feed, which is not what these tests are about.
 	sub = start(t, ctx, subscriberBin, "--verify", "--group", ga, "--idle-timeout", "10s", "--stale-after", "2s")
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)
-	fh = start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "20000", "--group", ga)
+	fh = start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "20000", "--group", ga, "--watch-groups")
 	fh.waitLog(t, `"publishing"`, 10*time.Second)
 	return ga, sub, fh
 }

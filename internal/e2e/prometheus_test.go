@@ -82,7 +82,7 @@ func TestPrometheus(t *testing.T) {
 	for _, s := range []*proc{sub1, sub2} {
 		s.waitLog(t, `"subscribed"`, 10*time.Second)
 	}
-	fh := start(t, ctx, feedhandlerBin, "--group", ga, "--channels", "2", "--count", "0", "--rate", "20000",
+	fh := start(t, ctx, feedhandlerBin, "--group", ga, "--channels", "2", "--count", "0", "--rate", "20000", "--watch-groups",
 		"--rate-limit", "200", "--heartbeat", "50ms", "--metrics-addr", fhAddr)
 	fh.waitLog(t, `"publishing"`, 10*time.Second)
 	// Another publisher on channel 1's group, for the competing-publisher
