@@ -78,8 +78,8 @@ type model struct {
 	curEnded  bool
 	curNs     int64
 	staleNs   int64
-	recovery  bool   // the tracker's Config.Recovery
-	confirmed bool   // the last session answer named cur
+	recovery  bool // the tracker's Config.Recovery
+	confirmed bool // the last session answer named cur
 	competing uint64 // live packets of another session while cur is alive
 }
 
