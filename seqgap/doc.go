@@ -78,17 +78,15 @@
 // # Sessions
 //
 // A packet of another session starts a new stream only when the current one
-// has ended, or has sent nothing for StaleAfter and recovery has not
-// confirmed it (a confirmed session that falls silent is kept, and recovery
-// is asked again); otherwise the two interleave
+// has ended, or has sent nothing for StaleAfter; otherwise the two interleave
 // (a competing publisher on the group, or a restart while the old session's
 // last packets are in flight) and the other session's packets are counted
 // (Stats.Competing), reported once (EventCompeting) and dropped. With
 // recovery, the tracker asks which session the channel publishes (a Request
 // marked Query) at the start of each session and for each new competitor;
 // the answer (AnswerSession) confirms the current session or replaces it by
-// the one named, and a failed query takes the confirmation back. At startup
-// the first session seen is followed until the answer comes.
+// the one named. At startup the first session seen is followed until the
+// answer comes.
 //
 // When a session is replaced, whatever the old one still
 // lacked is declared lost (reason session-replaced), its held messages are

@@ -72,14 +72,11 @@ type model struct {
 	requests uint64                           // requests taken from the outbox
 
 	// The followed session, from the session events, and what lets
-	// another one replace it: it ended, or fell silent for staleAfter
-	// while recovery (if on) had not confirmed it.
+	// another one replace it: it ended, or fell silent for staleAfter.
 	cur       mold.Session
 	curEnded  bool
 	curNs     int64
 	staleNs   int64
-	recovery  bool // the tracker's Config.Recovery
-	confirmed bool // the last session answer named cur
 	competing uint64 // live packets of another session while cur is alive
 }
 
@@ -87,8 +84,7 @@ type model struct {
 // the followed session (and is dropped), and notes the followed session's
 // last packet.
 func (m *model) competes(session mold.Session, nowNs int64) bool {
-	alive := nowNs-m.curNs < m.staleNs || m.recovery && m.confirmed
-	if m.cur != (mold.Session{}) && session != m.cur && !m.curEnded && alive {
+	if m.cur != (mold.Session{}) && session != m.cur && !m.curEnded && nowNs-m.curNs < m.staleNs {
 		m.competing++
 		return true
 	}
@@ -199,7 +195,7 @@ func (s *scenario) Event(ev *Event) {
 	switch ev.Kind {
 	case EventSessionStart:
 		str = fmt.Sprintf("session-start %s %s", ev.Session, lineName(ev.Line))
-		s.m.cur, s.m.curEnded, s.m.curNs, s.m.confirmed = ev.Session, false, s.now, false
+		s.m.cur, s.m.curEnded, s.m.curNs = ev.Session, false, s.now
 	case EventCompeting:
 		str = fmt.Sprintf("competing %s %s", ev.Session, lineName(ev.Line))
 	case EventSessionEnd, EventSessionAbrupt:
@@ -312,7 +308,7 @@ func (s *scenario) run(cmd string) {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		s.tr, s.now, s.m = tr, 0, model{staleNs: int64(cmp.Or(cfg.StaleAfter, DefaultStaleAfter)), recovery: cfg.Recovery}
+		s.tr, s.now, s.m = tr, 0, model{staleNs: int64(cmp.Or(cfg.StaleAfter, DefaultStaleAfter))}
 	case "packet":
 		n := u(4)
 		if seq := u(3); seq != 0 && seq < 1<<32 && !s.m.competes(s.session(f[2]), s.now) {
@@ -332,9 +328,6 @@ func (s *scenario) run(cmd string) {
 			named = s.session(f[1])
 		}
 		s.tr.Answer(Answer{Outcome: AnswerSession, Session: named}, s.now, s)
-		// The tracker follows the session named, or nothing is confirmed
-		// when recovery could not tell.
-		s.m.confirmed = named != (mold.Session{})
 	case "tick":
 		d, err := time.ParseDuration(f[1])
 		if err != nil {

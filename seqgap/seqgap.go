@@ -868,17 +868,11 @@ func (t *Tracker) Answer(a Answer, nowNs int64, out Output) {
 func (t *Tracker) Confirmed() bool { return t.confirmed }
 
 // replaceable reports whether a packet of another session may replace the
-// current one: the current one ended, or sent nothing for StaleAfter and
-// recovery has not confirmed it. Otherwise the two interleave, and only
-// recovery can say which is the channel's (AnswerSession): a confirmed
-// session that falls silent (a host too loaded to receive, a publisher
-// paused) is not given up to a competitor until recovery names the
-// competitor, or cannot answer.
+// current one: the current one ended, or sent nothing for StaleAfter.
+// Otherwise the two interleave, and only recovery can say which is the
+// channel's (AnswerSession).
 func (t *Tracker) replaceable(nowNs int64) bool {
-	if t.ended {
-		return true
-	}
-	return nowNs-t.sessNs >= int64(t.cfg.StaleAfter) && !(t.confirmed && t.cfg.Recovery)
+	return t.ended || nowNs-t.sessNs >= int64(t.cfg.StaleAfter)
 }
 
 // compete counts and drops a packet of session, which competes with the
@@ -894,9 +888,8 @@ func (t *Tracker) compete(line int, session mold.Session, nowNs int64, out Outpu
 		ev.Session = session
 		out.Event(ev)
 	}
-	if !t.confirmed || fresh || nowNs-t.sessNs >= int64(t.cfg.StaleAfter) {
-		// A new competitor, or one beside a silent session, may be the
-		// publisher restarted: recovery knows.
+	if !t.confirmed || fresh {
+		// A new competitor may be the publisher restarted: recovery knows.
 		t.query(nowNs)
 	}
 }
@@ -917,14 +910,8 @@ func (t *Tracker) query(nowNs int64) {
 // named.
 func (t *Tracker) confirm(session mold.Session, nowNs int64, out Output) {
 	t.asking = false
-	if !t.started {
-		return
-	}
-	if session == (mold.Session{}) {
-		// Recovery could not tell: the current session is no longer
-		// confirmed, so silence alone may give it up again.
-		t.confirmed = false
-		return
+	if !t.started || session == (mold.Session{}) {
+		return // recovery could not tell: nothing changes
 	}
 	if session != t.session {
 		t.newSession(LineRecovery, session, nowNs, out)
