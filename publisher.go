@@ -54,6 +54,11 @@ type PublisherConfig struct {
 	// sent (see tickprom.PublisherMetrics). It is called once per packet,
 	// never per message.
 	Observer PublisherObserver
+	// Sessions, if set, are the channels' sessions, one per channel, each
+	// naming its channel (SessionChannel): a publisher that joins the
+	// sessions of another, as a second feed handler of the same feed does.
+	// Without it every channel starts a new session (NewSession).
+	Sessions []mold.Session
 }
 
 // Defaults of PublisherConfig.
@@ -96,6 +101,14 @@ func (c PublisherConfig) validate() error {
 			return bad("GroupB", c.GroupB, "overlaps GroupA %s for %d channels", c.GroupA, c.Channels)
 		}
 	}
+	if c.Sessions != nil && len(c.Sessions) != c.Channels {
+		return bad("Sessions", len(c.Sessions), "want one session per channel (%d)", c.Channels)
+	}
+	for ch, s := range c.Sessions {
+		if SessionChannel(s) != ch {
+			return bad("Sessions", s, "session %d names channel %d", ch, SessionChannel(s))
+		}
+	}
 	switch {
 	case c.MaxDatagram < 0 || c.MaxDatagram != 0 && c.MaxDatagram < mold.HeaderLen+mold.BlockHdrLen+feed.MaxLen:
 		return bad("MaxDatagram", c.MaxDatagram, "cannot hold one %d-byte message", feed.MaxLen)
@@ -118,6 +131,9 @@ type PublisherStats struct {
 	FlushDrain        uint64 // flushes because input drained
 	FlushFull         uint64 // packets closed because the next message did not fit
 	FlushDeadline     uint64 // flushes forced by MaxDelay
+	// CaughtUp counts the messages CatchUp published without sending them
+	// (they are among Messages; their packets are not among Packets).
+	CaughtUp uint64
 }
 
 // Publisher turns normalized messages into sequenced MoldUDP64 packets, one
@@ -133,6 +149,7 @@ type Publisher struct {
 	pending  int  // channels with unsent messages
 	ended    bool // End was called: no more data
 	closed   bool
+	muted    bool        // CatchUp is running: packets go to OnPacket only
 	in       [256]uint64 // messages given to Publish, by feed.Type
 	snap     pubSnapshot // the counters as last published for other goroutines
 }
@@ -162,6 +179,9 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	now := time.Now()
 	for ch := 0; ch < cfg.Channels; ch++ {
 		pc := &pubChannel{idx: ch, session: NewSession(ch, now), lastNs: Now()}
+		if cfg.Sessions != nil {
+			pc.session = cfg.Sessions[ch]
+		}
 		p.chans = append(p.chans, pc)
 		maxDG := cfg.MaxDatagram
 		for _, id := range channelLines(cfg.GroupA, cfg.GroupB, ch) {
@@ -313,7 +333,7 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 	next := pc.builders[pc.queued-1].NextSeq()
 	// The send timestamp is taken once per batch, as late as possible.
 	sendNs := time.Now().UnixNano()
-	if obs := p.cfg.Observer; obs != nil {
+	if obs := p.cfg.Observer; obs != nil && !p.muted {
 		if pc.openNs != 0 {
 			obs.Flushed(pc.idx, Now()-pc.openNs)
 		}
@@ -338,13 +358,15 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 		}
 	}
 	var firstErr error
-	for _, s := range pc.lines {
-		if err := s.Send(list); err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("tickcast: channel %d session %s: %w: %w", pc.idx, pc.session, ErrSend, err)
+	if !p.muted {
+		for _, s := range pc.lines {
+			if err := s.Send(list); err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("tickcast: channel %d session %s: %w: %w", pc.idx, pc.session, ErrSend, err)
+			}
 		}
+		pc.packets += uint64(pc.queued)
+		p.stats.Packets += uint64(pc.queued)
 	}
-	pc.packets += uint64(pc.queued)
-	p.stats.Packets += uint64(pc.queued)
 	pc.queued = 0
 	pc.builders[0].Start(pc.session, next)
 	if pc.openNs != 0 {
@@ -437,6 +459,57 @@ func (p *Publisher) End() error {
 	}
 	p.publishStats(now)
 	return firstErr
+}
+
+// CatchUp publishes src without sending anything until every channel's
+// next sequence is at least next[ch] (a channel beyond len(next) has no
+// target), or src ends, in which case it returns io.EOF. Its packets go to
+// PublisherConfig.OnPacket, so that a retransmission store fills as if they
+// had been sent, but to no line and no observer, and it sends no heartbeat.
+// A feed handler that rejoins the sessions of a peer replays its input this
+// way up to the peer's position, then publishes the rest with Run. It
+// returns the messages it published; unknown instruments are counted and
+// skipped, as Run does.
+func (p *Publisher) CatchUp(src feed.Source, next []uint64) (uint64, error) {
+	if p.ended {
+		return 0, ErrEnded
+	}
+	p.muted = true
+	defer func() { p.muted = false }()
+	var m feed.Msg
+	var n uint64
+	for !p.reached(next) {
+		err := src.Next(&m)
+		if err == io.EOF {
+			if ferr := p.Flush(Now()); ferr != nil {
+				return n, ferr
+			}
+			return n, io.EOF
+		}
+		if err != nil {
+			return n, fmt.Errorf("tickcast: source: %w", err)
+		}
+		if err := p.Publish(&m, Now()); err != nil {
+			if errors.Is(err, ErrUnknownInstrument) {
+				continue
+			}
+			return n, err
+		}
+		n++
+		p.stats.CaughtUp++
+	}
+	return n, p.Flush(Now())
+}
+
+// reached reports whether every channel's next sequence is at least its
+// target in next.
+func (p *Publisher) reached(next []uint64) bool {
+	for ch, seq := range next {
+		if ch < len(p.chans) && p.NextSeq(ch) < seq {
+			return false
+		}
+	}
+	return true
 }
 
 // ErrEnded is returned by Publish after End.

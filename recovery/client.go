@@ -738,10 +738,7 @@ func (c *Client) take(k *call, m *nats.Msg) (final, again bool, fail error) {
 		// NATS itself answers when nobody subscribes to the subject.
 		return true, false, &ReplyError{Reason: fmt.Sprintf("%s: no feed handler answers on this subject (is it running, with the same feed name?)", k.subject)}
 	case m.Header.Get(HeaderError) != "":
-		e := &ReplyError{Code: ErrorCode(m.Header.Get(HeaderError)), Reason: m.Header.Get(HeaderReason)}
-		e.Oldest, _ = strconv.ParseUint(m.Header.Get(HeaderOldest), 10, 64)
-		e.Next, _ = strconv.ParseUint(m.Header.Get(HeaderNext), 10, 64)
-		e.Ended = m.Header.Get(HeaderEnded) == "true"
+		e := errorReply(m)
 		return true, c.askAgain(k, e), e
 	case m.Header.Get(HeaderRepair) != "":
 		return c.pointed(k, m.Header.Get(HeaderRepair))

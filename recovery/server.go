@@ -51,6 +51,10 @@ type ServerConfig struct {
 	// request for a range another member has just repaired is answered
 	// with a pointer to that repair.
 	Queue string
+	// Hold makes NewServer leave the request subjects alone until Serve
+	// is called: a feed handler that is still catching up with the
+	// sessions it joins must not answer for them.
+	Hold bool
 	// Log receives one line per rejected request (rate-limited to a few per
 	// second) and the server's lifecycle.
 	Log zerolog.Logger
@@ -199,7 +203,8 @@ type bucket struct {
 	last   time.Time
 }
 
-// NewServer subscribes to the feed's retransmit and snapshot subjects.
+// NewServer starts the live feed and, unless ServerConfig.Hold is set,
+// answers requests (Serve).
 func NewServer(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -208,6 +213,30 @@ func NewServer(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 	s := &Server{nc: nc, cfg: cfg, buckets: map[string]*bucket{}, rejected: map[ErrorCode]uint64{},
 		token: nuid.Next(), recent: map[repairKey]repairEntry{}}
 	s.startLive()
+	if !cfg.Hold {
+		if err := s.Serve(); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if cfg.LiveInterest != nil {
+		s.liveOn = make([]atomic.Bool, len(cfg.Channels))
+		s.refreshLive()
+		s.liveStop, s.liveStopped = make(chan struct{}), make(chan struct{})
+		go s.watchLive()
+	}
+	return s, nil
+}
+
+// Serve subscribes to the feed's retransmit, snapshot and session subjects
+// (and, with a queue group, its repair subjects), from when the server
+// answers requests. NewServer calls it unless ServerConfig.Hold is set;
+// calling it again does nothing.
+func (s *Server) Serve() error {
+	if len(s.subs) > 0 {
+		return nil
+	}
+	cfg := s.cfg
 	subs := []struct {
 		subj, queue string
 		h           nats.MsgHandler
@@ -223,27 +252,18 @@ func NewServer(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 		}{"tickcast." + cfg.Feed + ".repair.*", "", s.peerRepair})
 	}
 	for _, sb := range subs {
-		subj := sb.subj
-		sub, err := nc.QueueSubscribe(subj, sb.queue, sb.h)
+		sub, err := s.nc.QueueSubscribe(sb.subj, sb.queue, sb.h)
 		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("recovery: subscribe %s: %w", subj, err)
+			return fmt.Errorf("recovery: subscribe %s: %w", sb.subj, err)
 		}
 		// Requests may come in bursts; do not let NATS drop them.
 		sub.SetPendingLimits(-1, -1)
 		s.subs = append(s.subs, sub)
 	}
-	if err := nc.Flush(); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("recovery: flush subscriptions: %w", err)
+	if err := s.nc.Flush(); err != nil {
+		return fmt.Errorf("recovery: flush subscriptions: %w", err)
 	}
-	if cfg.LiveInterest != nil {
-		s.liveOn = make([]atomic.Bool, len(cfg.Channels))
-		s.refreshLive()
-		s.liveStop, s.liveStopped = make(chan struct{}), make(chan struct{})
-		go s.watchLive()
-	}
-	return s, nil
+	return nil
 }
 
 // LiveInterestEvery is how often a server with ServerConfig.LiveInterest

@@ -1271,3 +1271,27 @@ func TestSessionQuery(t *testing.T) {
 		t.Fatalf("query nobody serves: %+v, want a zero session and an error", r)
 	}
 }
+
+// A held server answers nothing until Serve; QuerySession then reads the
+// channel's session and position, and a channel without a session is an
+// unknown-session error.
+func TestHoldAndQuerySession(t *testing.T) {
+	c, st, _ := filledChannel(t, StoreConfig{MaxMessages: 1000}, "SQ00000008", 50)
+	empty := newTestChannel(t, StoreConfig{MaxMessages: 1000})
+	e := newEnv(t, ServerConfig{Channels: []*Channel{c, empty}, Hold: true}, ClientConfig{Timeout: natsWait})
+	if _, err := QuerySession(e.cliConn, DefaultFeed, 0, natsWait); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("query of a held server: %v, want no responders", err)
+	}
+	if err := e.srv.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Serve(); err != nil {
+		t.Fatalf("second Serve: %v", err)
+	}
+	got, err := QuerySession(e.cliConn, DefaultFeed, 0, natsWait)
+	if want := (SessionState{Session: st.session, Next: 51}); err != nil || got != want {
+		t.Fatalf("query: %+v, %v; want %+v", got, err, want)
+	}
+	_, err = QuerySession(e.cliConn, DefaultFeed, 1, natsWait)
+	wantReplyError(t, err, CodeUnknownSession)
+}
