@@ -24,6 +24,8 @@ type PublisherConfig struct {
 	// GroupA is channel 0's A-line group; channel c uses ChannelGroup(GroupA, c).
 	GroupA netip.AddrPort
 	// GroupB is channel 0's B-line group, or the zero value for no B line.
+	// A publisher of line B alone (a second host's, see docs/operations.md)
+	// leaves GroupA zero.
 	GroupB netip.AddrPort
 	// NewSender opens the transport of one line: the channel, A or B, and
 	// the line's group (ChannelGroup of GroupA or GroupB). Each transport
@@ -90,14 +92,16 @@ func (c PublisherConfig) validate() error {
 	if c.NewSender == nil {
 		return bad("NewSender", nil, "required")
 	}
-	if _, err := ChannelGroup(c.GroupA, c.Channels-1); err != nil {
-		return bad("GroupA", c.GroupA, "%v", err)
+	if c.GroupA.IsValid() || !c.GroupB.IsValid() {
+		if _, err := ChannelGroup(c.GroupA, c.Channels-1); err != nil {
+			return bad("GroupA", c.GroupA, "%v", err)
+		}
 	}
 	if c.GroupB.IsValid() {
 		if _, err := ChannelGroup(c.GroupB, c.Channels-1); err != nil {
 			return bad("GroupB", c.GroupB, "%v", err)
 		}
-		if groupsOverlap(c.GroupA, c.GroupB, c.Channels) {
+		if c.GroupA.IsValid() && groupsOverlap(c.GroupA, c.GroupB, c.Channels) {
 			return bad("GroupB", c.GroupB, "overlaps GroupA %s for %d channels", c.GroupA, c.Channels)
 		}
 	}
@@ -158,6 +162,7 @@ type pubChannel struct {
 	idx      int
 	session  mold.Session
 	lines    []ud.Sender
+	lineOf   []Line          // which line each of lines is
 	builders []*mold.Builder // queue of packets; the last one is open
 	queued   int             // finished packets waiting to be sent
 	sendList [][]byte        // scratch for Send, to avoid per-flush allocation
@@ -192,6 +197,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 				return nil, fmt.Errorf("tickcast: channel %d: open sender for %s: %w", ch, g, err)
 			}
 			pc.lines = append(pc.lines, s)
+			pc.lineOf = append(pc.lineOf, id.Line)
 			if maxDG == 0 || s.MaxDatagram() < maxDG {
 				if cfg.MaxDatagram != 0 && s.MaxDatagram() < cfg.MaxDatagram {
 					p.closeSenders()

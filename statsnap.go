@@ -187,8 +187,10 @@ type PublisherChannelStats struct {
 	Packets    uint64 // data packets sent (per line counted once)
 	Heartbeats uint64
 	NextSeq    uint64 // sequence of the channel's next message
-	// Lines are the senders' counters: A, then B if there is one.
+	// Lines are the senders' counters: A, then B if there is one (B
+	// alone for a publisher of line B only); LineOf names each.
 	Lines    [2]ud.SendStats
+	LineOf   [2]Line
 	NumLines int
 }
 
@@ -196,6 +198,7 @@ func (p *Publisher) initSnapshot() {
 	p.snap.chans = make([]PublisherChannelStats, len(p.chans))
 	for i, pc := range p.chans {
 		p.snap.chans[i] = PublisherChannelStats{Channel: i, NumLines: len(pc.lines), NextSeq: 1}
+		copy(p.snap.chans[i].LineOf[:], pc.lineOf)
 	}
 }
 

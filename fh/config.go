@@ -40,6 +40,12 @@ type Config struct {
 	// GroupB is the B-line group of channel 0; the zero value sends no B
 	// line.
 	GroupB netip.AddrPort
+	// Line is the line the feed handler publishes: "a" (GroupA), "b"
+	// (GroupB, which it then requires) or "both", the default. Two feed
+	// handlers on two hosts that publish line a and line b of the same
+	// sessions (SessionRecord) make a feed that loses nothing when one host
+	// dies.
+	Line string
 	// Interface is the IPv4 address of the interface to send on; default
 	// 127.0.0.1.
 	Interface netip.Addr
@@ -95,6 +101,27 @@ type Config struct {
 	NATS natsconn.Flags
 	// NATSLive also publishes every datagram on tickcast.FEED.live.CH.
 	NATSLive bool
+	// SessionRecord is whether the feed handler shares its sessions with
+	// the other feed handlers of the feed through the session record, a
+	// JetStream key-value entry (bucket natsconn.SessionBucket, key
+	// FeedName) on the NATS server or cluster: RecordOn, RecordOff, or
+	// RecordAuto, the default, which uses it when NATSURL names a server
+	// with JetStream. With it, the first feed handler of a feed writes the
+	// record; a peer that finds a feed handler publishing the record's
+	// sessions joins them, replays its input silently up to the peer's
+	// position and then publishes too; when none publishes them any more, a
+	// new start writes new sessions that sort after them (compare-and-set).
+	// Recovery is then served in a queue group (RecoveryQueue, default
+	// "tickcast-" + FeedName), so that one feed handler answers each
+	// request. docs/operations.md, "Hot-hot feed handlers".
+	SessionRecord string
+	// Identity returns the identity of the input, which every feed handler
+	// of a session record must share (same seed and instruments, or the
+	// same file); called only when the record is used. nil: SourceName.
+	Identity func() (string, error)
+	// PeerTimeout is how long a question to the feed's peers (their session
+	// and position) waits for an answer; default 500 ms.
+	PeerTimeout time.Duration
 
 	// StoreMessages is the retransmission store limit per channel in
 	// messages; default 1,048,576.
@@ -157,6 +184,8 @@ const (
 	DefaultMaxRetransmit = recovery.DefaultMaxRetransmit
 	DefaultRateLimit     = recovery.DefaultRateLimit
 	DefaultRepairWindow  = recovery.DefaultRepairWindow
+	DefaultLine          = "both"
+	DefaultPeerTimeout   = 500 * time.Millisecond
 )
 
 // ConfigError is a Config field whose value New cannot take: the error type
@@ -197,6 +226,9 @@ func (c Config) withDefaults() Config {
 	config.Default(&c.NATSListen, DefaultNATSListen)
 	config.Default(&c.RateLimit, DefaultRateLimit)
 	config.Default(&c.RepairWindow, DefaultRepairWindow)
+	config.Default(&c.Line, DefaultLine)
+	config.Default(&c.SessionRecord, RecordAuto)
+	config.Default(&c.PeerTimeout, DefaultPeerTimeout)
 	return c
 }
 
@@ -240,6 +272,10 @@ func (c *Config) validatePublishing() error {
 		return invalid("Duration", c.Duration, "must not be negative")
 	case c.Linger < 0:
 		return invalid("Linger", c.Linger, "must not be negative")
+	case c.Line != "a" && c.Line != "b" && c.Line != "both":
+		return invalid("Line", c.Line, "want a, b or both")
+	case c.Line == "b" && !c.GroupB.IsValid():
+		return invalid("Line", c.Line, "publishing line b needs GroupB")
 	}
 	return nil
 }
@@ -260,6 +296,12 @@ func (c *Config) validateRecovery() error {
 		return invalid("RepairWindow", c.RepairWindow, "want 0..1m")
 	case strings.ContainsAny(c.RecoveryQueue, " \t\r\n"):
 		return invalid("RecoveryQueue", c.RecoveryQueue, "a NATS queue group name has no white space")
+	case c.SessionRecord != RecordAuto && c.SessionRecord != RecordOn && c.SessionRecord != RecordOff:
+		return invalid("SessionRecord", c.SessionRecord, "want auto, on or off")
+	case c.SessionRecord == RecordOn && c.NATSURL == "":
+		return invalid("SessionRecord", c.SessionRecord, "the session record is shared on an external NATS server or cluster with JetStream (NATSURL); the embedded server has none")
+	case c.PeerTimeout < 0:
+		return invalid("PeerTimeout", c.PeerTimeout, "must not be negative")
 	case len(c.NATSUsers) > 0 && c.NATSURL != "":
 		return invalid("NATSUsers", len(c.NATSUsers), "configures the embedded server, which NATSURL replaces")
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +38,11 @@ type FeedHandler struct {
 	aborted context.Context
 	abort   context.CancelFunc
 	watch   *watcher // nil when not watching (Config.Watch, udp only)
+	// sessions are the sessions of the session record (Config.
+	// SessionRecord), nil without it; rejoin is set when they are a
+	// running peer's, whose position Run catches up with first.
+	sessions []mold.Session
+	rejoin   bool
 }
 
 // New checks cfg, starts NATS (embedded, unless cfg.NATSURL names a
@@ -63,6 +70,10 @@ func New(cfg Config) (*FeedHandler, error) {
 // start starts the parts in the order they depend on each other.
 func (h *FeedHandler) start() error {
 	if err := h.startNATS(); err != nil {
+		return err
+	}
+	if err := h.startRecord(); err != nil {
+		h.log.Error().Err(err).Msg("cannot take part in the feed's session record")
 		return err
 	}
 	if err := h.startRecovery(); err != nil {
@@ -113,6 +124,26 @@ func (h *FeedHandler) startNATS() error {
 	return nil
 }
 
+// startRecord takes the sessions of the feed's session record, or writes
+// them (Config.SessionRecord).
+func (h *FeedHandler) startRecord() error {
+	if h.cfg.SessionRecord == RecordOff || h.cfg.SessionRecord == RecordAuto && h.cfg.NATSURL == "" {
+		return nil
+	}
+	err := h.joinRecord()
+	if errors.Is(err, errNoJetStream) && h.cfg.SessionRecord == RecordAuto {
+		h.log.Info().Str("url", h.natsURL).Msg("the NATS server has no JetStream: no session record, this feed handler's sessions are its own")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if h.cfg.RecoveryQueue == "" {
+		h.cfg.RecoveryQueue = "tickcast-" + h.cfg.FeedName
+	}
+	return nil
+}
+
 // startRecovery makes a store per channel and serves them over NATS.
 func (h *FeedHandler) startRecovery() error {
 	h.stores = make([]*recovery.Channel, h.cfg.Channels)
@@ -129,7 +160,7 @@ func (h *FeedHandler) startRecovery() error {
 	}
 	rsrv, err := recovery.NewServer(h.nc, recovery.ServerConfig{Feed: h.cfg.FeedName, Channels: h.stores,
 		MaxRetransmit: h.cfg.MaxRetransmit, RateLimit: h.cfg.RateLimit, LiveInterest: liveInterest,
-		RepairWindow: h.cfg.RepairWindow, Queue: h.cfg.RecoveryQueue,
+		RepairWindow: h.cfg.RepairWindow, Queue: h.cfg.RecoveryQueue, Hold: h.rejoin,
 		Log: h.log.With().Str("role", "recovery").Logger()})
 	if err != nil {
 		h.log.Error().Err(err).Msg("cannot serve recovery")
@@ -145,8 +176,15 @@ func (h *FeedHandler) startRecovery() error {
 // with Config.NATSLive, to the live feed.
 func (h *FeedHandler) startPublisher() error {
 	newSender, maxDatagram := senders(&h.cfg)
+	groupA, groupB := h.cfg.GroupA, h.cfg.GroupB
+	switch h.cfg.Line {
+	case "a":
+		groupB = netip.AddrPort{}
+	case "b":
+		groupA = netip.AddrPort{}
+	}
 	pub, err := tickcast.NewPublisher(tickcast.PublisherConfig{
-		Channels: h.cfg.Channels, GroupA: h.cfg.GroupA, GroupB: h.cfg.GroupB,
+		Channels: h.cfg.Channels, GroupA: groupA, GroupB: groupB, Sessions: h.sessions,
 		NewSender:   newSender,
 		MaxDatagram: maxDatagram, MaxDelay: h.cfg.MaxDelay, Heartbeat: h.cfg.Heartbeat, SendBatch: h.cfg.SendBatch,
 		OnPacket: h.sink.record,
@@ -179,10 +217,13 @@ func (h *FeedHandler) startPublisher() error {
 func (h *FeedHandler) logChannels() {
 	sessions := h.pub.Sessions()
 	for ch := 0; ch < h.cfg.Channels; ch++ {
-		ga, _ := tickcast.ChannelGroup(h.cfg.GroupA, ch)
-		ev := h.log.Info().Int("channel", ch).Str("session", sessions[ch].String()).Str("group", ga.String()).
+		ev := h.log.Info().Int("channel", ch).Str("session", sessions[ch].String()).
 			Int("instruments", channelInstruments(h.cfg.Source, ch))
-		if h.cfg.GroupB.IsValid() {
+		if h.cfg.Line != "b" {
+			ga, _ := tickcast.ChannelGroup(h.cfg.GroupA, ch)
+			ev = ev.Str("group", ga.String())
+		}
+		if h.cfg.GroupB.IsValid() && h.cfg.Line != "a" {
 			gb, _ := tickcast.ChannelGroup(h.cfg.GroupB, ch)
 			ev = ev.Str("group_b", gb.String())
 		}
@@ -232,12 +273,23 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 		h.health.phase.Store(phaseDone)
 	}()
 	unknown := 0
-	runErr := h.pub.Run(runCtx, h.cfg.Source, tickcast.RunConfig{Rate: h.cfg.Rate, Spin: h.cfg.PaceSpin, OnError: func(err error) {
-		unknown++
-		if unknown <= 10 || unknown%10000 == 0 {
-			h.log.Warn().Err(err).Int("errors", unknown).Msg("publish error (the run goes on)")
-		}
-	}})
+	var runErr error
+	if h.rejoin {
+		h.health.phase.Store(phaseRejoining)
+		runErr = h.catchUp(runCtx)
+		h.health.phase.Store(phasePublishing)
+	}
+	switch {
+	case runErr == io.EOF:
+		runErr = nil // the input ended while catching up
+	case runErr == nil:
+		runErr = h.pub.Run(runCtx, h.cfg.Source, tickcast.RunConfig{Rate: h.cfg.Rate, Spin: h.cfg.PaceSpin, OnError: func(err error) {
+			unknown++
+			if unknown <= 10 || unknown%10000 == 0 {
+				h.log.Warn().Err(err).Int("errors", unknown).Msg("publish error (the run goes on)")
+			}
+		}})
+	}
 	endErr := h.pub.End()
 	elapsed := time.Since(start)
 	switch {
@@ -400,5 +452,6 @@ func (s Summary) Fields() map[string]any {
 		"retransmit_answers": rst.Answers, "repairs": rst.Repairs, "requests_suppressed": rst.Suppressed,
 		"recovery_rejected": rst.Rejected, "live_published": rst.LivePublished, "live_skipped": rst.LiveSkipped,
 		"live_dropped": rst.LiveDropped, "foreign_packets": s.ForeignPackets, "session_queries": rst.SessionQueries,
+		"caught_up": st.CaughtUp,
 	}
 }

@@ -14,6 +14,7 @@ const (
 	phasePublishing
 	phaseLingering // end of session sent; serving recovery (Config.Linger)
 	phaseDone
+	phaseRejoining // catching up with a peer's sessions: not publishing yet
 )
 
 // healthState is what the health check (metricsrv.HealthPath) reads: the
@@ -66,6 +67,8 @@ func (h *FeedHandler) healthy() error {
 		return errors.New("starting: not publishing yet")
 	case phaseDone:
 		return errors.New("stopped")
+	case phaseRejoining:
+		return errors.New("catching up with the feed's peer: not publishing yet")
 	case phasePublishing:
 		h.health.mu.Lock()
 		moved := h.health.moved

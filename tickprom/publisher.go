@@ -74,7 +74,7 @@ func (c *publisherCollector) Collect(out chan<- prometheus.Metric) {
 		gauge(out, c.nextSeq, float64(cs.NextSeq), ch)
 		for l := range cs.NumLines {
 			ls := &cs.Lines[l]
-			line := tickcast.Line(l).String()
+			line := cs.LineOf[l].String()
 			counter(out, c.datagrams, ls.Datagrams, ch, line)
 			counter(out, c.bytes, ls.Bytes, ch, line)
 			counter(out, c.syscalls, ls.Syscalls, ch, line)

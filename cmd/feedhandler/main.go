@@ -57,6 +57,7 @@ type Settings struct {
 	Channels    int           `flag:"channels" default:"4" help:"channels (multicast streams) instruments are spread over"`
 	Group       string        `flag:"group" default:"239.77.0.1:31001" help:"A-line group of channel 0; channel c uses the address plus c"`
 	GroupB      string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: no B line)"`
+	Line        string        `flag:"line" default:"both" help:"line to publish: a (--group), b (--group-b) or both; two hosts publishing a and b of the same sessions (--session-record) lose nothing when one dies"`
 	Iface       string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to send on"`
 	Transport   string        `flag:"transport" default:"udp" help:"udp (multicast) or rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address, datagrams at most the port's MTU)"`
 	TTL         int           `flag:"ttl" default:"0" help:"multicast TTL (0 keeps packets on this host)"`
@@ -80,7 +81,9 @@ type Settings struct {
 	RateLimit     float64       `flag:"rate-limit" default:"1000000" help:"messages per second one requester may be sent"`
 	RepairWindow  time.Duration `flag:"repair-window" default:"250ms" help:"after publishing a repair on the feed's repair subject, answer requests for the same range this long with a pointer to it, not the messages again (docs/recovery.md)"`
 	WatchGroups   bool          `flag:"watch-groups" help:"listen on the feed's own groups and count and log the packets of another session there (another publisher: foreign_packets); off by default, as every datagram then goes to one more socket on the host, which costs the host's subscribers latency at high rates"`
-	RecoveryQueue string        `flag:"recovery-queue" default:"" help:"NATS queue group to take recovery requests in, shared with the other feed handlers of the same sessions, so that one answers each request (empty: every feed handler on the NATS server answers)"`
+	RecoveryQueue string        `flag:"recovery-queue" default:"" help:"NATS queue group to take recovery requests in, shared with the other feed handlers of the same sessions, so that one answers each request (empty: tickcast-FEED with the session record, else every feed handler on the NATS server answers)"`
+	SessionRecord string        `flag:"session-record" default:"auto" help:"share the sessions with the feed's other feed handlers through a JetStream key-value record on --nats-url: on, off, or auto (on when the server has JetStream; the embedded server has none); a feed handler that finds a peer publishing joins its sessions, replays its input silently to the peer's position, then publishes"`
+	PeerTimeout   time.Duration `flag:"peer-timeout" default:"500ms" help:"how long a question to the feed's peer feed handlers (their session and position) waits for an answer"`
 	MetricsAddr   string        `flag:"metrics-addr" default:"127.0.0.1:9464" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port)"`
 	natsconn.Flags
 
@@ -122,6 +125,8 @@ func (s *Settings) validate() error {
 	case s.RepairWindow <= 0:
 		// fh.Config takes 0 as its default; fh checks the upper limit.
 		return cliconf.Invalid("repair-window", "%v: must be positive", s.RepairWindow)
+	case s.PeerTimeout <= 0:
+		return cliconf.Invalid("peer-timeout", "%v: must be positive", s.PeerTimeout)
 	case s.Demo && s.Count == 0:
 		return cliconf.Invalid("count", "0 (no limit) cannot be combined with --demo, which ends when the feed does")
 	}
@@ -137,7 +142,8 @@ var flagOf = map[string]string{
 	"NATSListen": "nats-listen", "NATSUsers": "nats-users", "StoreMessages": "store-messages",
 	"StoreBytes": "store-bytes", "MaxRetransmit": "max-retransmit", "RateLimit": "rate-limit",
 	"RepairWindow": "repair-window", "RecoveryQueue": "recovery-queue", "Watch": "watch-groups",
-	"MetricsAddr": "metrics-addr", "NATSLive": "nats-live",
+	"MetricsAddr": "metrics-addr", "NATSLive": "nats-live", "Line": "line", "SessionRecord": "session-record",
+	"PeerTimeout": "peer-timeout",
 }
 
 // flagOverrides are the flags whose default is not the default of the
@@ -174,6 +180,7 @@ func (s *Settings) config() (fh.Config, error) {
 		FeedName: s.FeedName, NATSURL: s.NATSURL, NATSListen: s.NATSListen, NATS: s.Flags, NATSLive: s.NATSLive,
 		StoreMessages: s.StoreMessages, StoreBytes: s.StoreBytes, MaxRetransmit: s.MaxRetransmit, RateLimit: s.RateLimit,
 		RepairWindow: s.RepairWindow, RecoveryQueue: s.RecoveryQueue, Watch: s.WatchGroups, MetricsAddr: s.MetricsAddr,
+		Line: s.Line, SessionRecord: s.SessionRecord, PeerTimeout: s.PeerTimeout,
 	}
 	if _, set := s.Origins["max-datagram"]; !set && s.Transport == "rdma" {
 		c.MaxDatagram = 0 // the RDMA port's active MTU
@@ -254,7 +261,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 2
 	}
 	defer releaseSrc()
-	cfg.Source, cfg.Log = src, log
+	cfg.Source, cfg.Log, cfg.Identity = src, log, func() (string, error) { return identity(&s) }
 	// The first SIGTERM or interrupt ends publishing: the end of session
 	// goes out and recovery is served for --linger (fh.Config.LingerOnStop);
 	// a second ends that at once.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,6 +67,31 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 		p.level = zerolog.InfoLevel
 	}
 	return p, func() { f.Close() }, nil
+}
+
+// identity names the input for the feed's session record: every feed
+// handler of a session publishes the same messages, so its peers must
+// have the same synthetic settings, or the same ITCH file (its SHA-256)
+// and limit.
+func identity(s *Settings) (string, error) {
+	path, isITCH := strings.CutPrefix(s.Source, itchPrefix)
+	if !isITCH {
+		return fmt.Sprintf("synthetic seed=%d instruments=%d channels=%d count=%d", s.Seed, s.Instruments, s.Channels, s.Count), nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	limit := uint64(0)
+	if _, set := s.Origins["count"]; set {
+		limit = s.Count
+	}
+	return fmt.Sprintf("itch sha256=%x channels=%d count=%d", h.Sum(nil), s.Channels, limit), nil
 }
 
 // maxPregenerate bounds --pregenerate: each message takes 160 bytes of
