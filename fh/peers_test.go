@@ -1,0 +1,118 @@
+package fh
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/natstest"
+	"github.com/tickcast/tickcast/internal/testenv"
+	"github.com/tickcast/tickcast/mold"
+)
+
+// hotHot is a feed handler of a two-line feed sharing the session record
+// of a NATS cluster.
+func hotHot(t *testing.T, cluster *natstest.Cluster, groups []netip.AddrPort, line, identity string, count uint64, logs *testenv.SyncBuffer) (*FeedHandler, error) {
+	t.Helper()
+	const channels = 2
+	syn, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: 5, Instruments: 30, Channels: channels, Count: count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Config{
+		Source: syn, Channels: channels, GroupA: groups[0], GroupB: groups[1], Line: line, Rate: 20000,
+		NATSURL: cluster.URL(), SessionRecord: RecordOn, Identity: func() (string, error) { return identity, nil },
+		Log: zerolog.New(logs).With().Str("line", line).Logger(),
+	})
+}
+
+// Two feed handlers of one feed, line a and line b, share the sessions of
+// the record: the second joins the first's, catches up silently and both
+// end at the same sequences. A feed handler with other input is refused
+// while they run; after both are gone, a new start takes new sessions that
+// sort after theirs.
+func TestSessionRecordHotHot(t *testing.T) {
+	cluster := natstest.StartCluster(t, natstest.ClusterOptions{Quiet: true})
+	groups := testenv.MulticastGroups(t, 77, 78)
+	var logs testenv.SyncBuffer
+	const count = 30000 // 1.5 s at 20,000 msg/s
+	a, err := hotHot(t, cluster, groups, "a", "synthetic 5", count, &logs)
+	if err != nil {
+		t.Fatalf("first feed handler: %v\n%s", err, logs.String())
+	}
+	defer a.Close()
+	if a.rejoin || len(a.sessions) != 2 {
+		t.Fatalf("the first feed handler joined (%v) sessions %v; it should have written new ones", a.rejoin, a.sessions)
+	}
+	type result struct {
+		sum Summary
+		err error
+	}
+	aDone := make(chan result, 1)
+	go func() { s, err := a.Run(context.Background()); aDone <- result{s, err} }()
+	time.Sleep(300 * time.Millisecond)
+
+	b, err := hotHot(t, cluster, groups, "b", "synthetic 5", count, &logs)
+	if err != nil {
+		t.Fatalf("second feed handler: %v\n%s", err, logs.String())
+	}
+	defer b.Close()
+	if !b.rejoin || !equalSessions(b.sessions, a.pub.Sessions()) {
+		t.Fatalf("the second feed handler took sessions %v (joining %v), the first publishes %v", b.sessions, b.rejoin, a.pub.Sessions())
+	}
+	if _, err := hotHot(t, cluster, groups, "b", "synthetic 6", count, &logs); err == nil || !strings.Contains(err.Error(), `publishes input "synthetic 5"`) {
+		t.Errorf("a feed handler with other input: %v, want a refusal naming the running input", err)
+	}
+	bSum, err := b.Run(context.Background())
+	if err != nil {
+		t.Fatalf("second feed handler: %v\n%s", err, logs.String())
+	}
+	ra := <-aDone
+	if ra.err != nil {
+		t.Fatalf("first feed handler: %v", ra.err)
+	}
+	aSum := ra.sum
+	t.Logf("first: %d messages, %d packets; second: %d messages, %d of them caught up silently, %d packets",
+		aSum.Publisher.Messages, aSum.Publisher.Packets, bSum.Publisher.Messages, bSum.Publisher.CaughtUp, bSum.Publisher.Packets)
+	if bSum.Publisher.CaughtUp == 0 || bSum.Publisher.CaughtUp >= bSum.Publisher.Messages {
+		t.Errorf("the second feed handler caught up %d of %d messages: want some, not all", bSum.Publisher.CaughtUp, bSum.Publisher.Messages)
+	}
+	if aSum.Publisher.Messages != bSum.Publisher.Messages {
+		t.Errorf("messages: first %d, second %d", aSum.Publisher.Messages, bSum.Publisher.Messages)
+	}
+	for ch := range 2 {
+		if na, nb := a.pub.NextSeq(ch), b.pub.NextSeq(ch); na != nb || na < 2 {
+			t.Errorf("channel %d ended at %d on the first, %d on the second", ch, na, nb)
+		}
+	}
+	old := a.pub.Sessions()
+	a.Close()
+	b.Close()
+
+	c, err := hotHot(t, cluster, groups, "a", "synthetic 6", count, &logs)
+	if err != nil {
+		t.Fatalf("a cold start after both ended: %v", err)
+	}
+	defer c.Close()
+	for ch, s := range c.sessions {
+		if c.rejoin || s.String() <= old[ch].String() {
+			t.Errorf("channel %d: cold start took session %s (joining %v), want a new one after %s", ch, s, c.rejoin, old[ch])
+		}
+	}
+}
+
+func equalSessions(a, b []mold.Session) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
