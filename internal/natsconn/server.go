@@ -461,6 +461,19 @@ func (s *Server) MetaLeader() string {
 	return jsz.Meta.Leader
 }
 
+// JetStreamPeers returns, on the JetStream meta leader of a cluster, the
+// names of the nodes (itself among them) that run JetStream and have
+// reported to it, so that streams may be placed on them, sorted; nil on
+// any other server. Meant for tests and diagnostics.
+func (s *Server) JetStreamPeers() []string {
+	if !s.srv.JetStreamEnabled() || !s.srv.JetStreamIsClustered() {
+		return nil
+	}
+	peers := s.srv.JetStreamClusterPeers()
+	slices.Sort(peers)
+	return peers
+}
+
 // NumClients returns the number of connected clients; meant for tests and
 // diagnostics.
 func (s *Server) NumClients() int { return s.srv.NumClients() }
