@@ -139,6 +139,26 @@ func TestSessionRecord(t *testing.T) {
 		t.Fatalf("B line Get: %v, %v; want %q", e, err, "session-2")
 	}
 
+	// The feed handlers ask each other for their position: B answers A's
+	// request on a session subject, into A's own inbox.
+	const position = "tickcast." + feed + ".session.position"
+	if _, err := ncb.Subscribe(position, func(m *nats.Msg) { _ = m.Respond([]byte("fhb")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := ncb.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(wait); ; time.Sleep(10 * time.Millisecond) {
+		m, err := nc.Request(position, nil, wait)
+		if errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline) {
+			continue // B's interest has not reached A's node yet
+		}
+		if err != nil || string(m.Data) != "fhb" || !strings.HasPrefix(m.Subject, natsconn.UserInboxPrefix("fha")+".") {
+			t.Fatalf("A's request to B: %v, %v", m, err)
+		}
+		break
+	}
+
 	// Only the key named after the feed is granted.
 	short := ctxWait(t, time.Second)
 	if _, err := kv.Create(short, "otherfeed", []byte("x")); err == nil {
