@@ -204,7 +204,7 @@ func (cfg ServerConfig) validate() error {
 	}
 	if c := cfg.Cluster; c != nil {
 		if err := c.validate(len(cfg.Users) > 0 || cfg.Token != ""); err != nil {
-			return fmt.Errorf("ServerConfig.Cluster.%w", err)
+			return err
 		}
 	}
 	if t := cfg.TLS; t != nil {
@@ -218,25 +218,25 @@ func (cfg ServerConfig) validate() error {
 	return nil
 }
 
-// validate checks a defaulted cluster config; errors start with the
-// field's name. auth says whether the server authenticates its clients.
+// validate checks a defaulted cluster config; errors name the field. auth
+// says whether the server authenticates its clients.
 func (c ClusterConfig) validate(auth bool) error {
 	if !validName(c.Name) {
-		return fmt.Errorf("Name %q: want letters, digits, '-' or '_'", c.Name)
+		return fmt.Errorf("ServerConfig.Cluster.Name %q: want letters, digits, '-' or '_'", c.Name)
 	}
 	if strings.ContainsAny(c.Host, " \t/") {
-		return fmt.Errorf("Host %q: not a host name or address", c.Host)
+		return fmt.Errorf("ServerConfig.Cluster.Host %q: not a host name or address", c.Host)
 	}
 	if c.Port < 0 || c.Port > 65535 {
-		return fmt.Errorf("Port %d: want 0..65535", c.Port)
+		return fmt.Errorf("ServerConfig.Cluster.Port %d: want 0..65535", c.Port)
 	}
 	for i, r := range c.Routes {
 		if _, err := routeURL(r, "", ""); err != nil {
-			return fmt.Errorf("Routes[%d]: %w", i, err)
+			return fmt.Errorf("ServerConfig.Cluster.Routes[%d]: %w", i, err)
 		}
 	}
 	if auth && c.Password == "" && !isLoopback(c.Host) {
-		return fmt.Errorf("Password: required when clients authenticate and Host %q is not a loopback address", c.Host)
+		return fmt.Errorf("ServerConfig.Cluster.Password: required when clients authenticate and Host %q is not a loopback address", c.Host)
 	}
 	return nil
 }
