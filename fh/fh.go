@@ -113,7 +113,7 @@ func (h *FeedHandler) startNATS() error {
 		h.natsURL = srv.ClientURL()
 		h.log.Info().Str("url", h.natsURL).Int("users", len(h.cfg.NATSUsers)).Msg("embedded NATS server listening")
 	}
-	nc, err := natsconn.Connect(h.cfg.NATS.ConnConfig(h.natsURL, "feedhandler", ""), func(event string, err error) {
+	nc, err := natsconn.Connect(h.cfg.NATS.ConnConfig(h.natsURL, "feedhandler", h.cfg.NATS.InboxPrefix()), func(event string, err error) {
 		h.log.Warn().Str("event", event).Err(err).Msg("nats")
 	})
 	if err != nil {

@@ -5,8 +5,24 @@
 // # Embedded server
 //
 // [StartServer] runs a nats-server/v2 inside the feed handler, on loopback by
-// default, with an optional set of users, a token, and TLS. JetStream is not
-// enabled: recovery is plain request/reply and publish/subscribe.
+// default, with an optional set of users, a token, and TLS. Recovery is
+// plain request/reply and publish/subscribe: JetStream is off unless
+// [ServerConfig.JetStream] turns it on (with a file store in
+// [ServerConfig.StoreDir]).
+//
+// # Cluster and session record
+//
+// With [ServerConfig.Cluster] the server is one node of a NATS cluster: it
+// accepts routes on the cluster port and opens routes to the other nodes
+// ([ClusterConfig.Routes], nats-route://host:port). Every node needs its own
+// [ServerConfig.Name], kept across restarts. Routes are authenticated when
+// [ClusterConfig.Password] is set (the same on every node); a server whose
+// clients authenticate refuses a cluster port outside loopback without one.
+//
+// The two feed handlers of a feed (A and B lines) share their session in a
+// JetStream key-value record: bucket [SessionBucket], key the feed name,
+// history 1, up to three replicas ([OpenSessionBucket]). They change it by
+// compare-and-set on its revision (Create, Update).
 //
 // # Connecting
 //
@@ -28,17 +44,33 @@
 //	role         publish                                 subscribe
 //	feedhandler  tickcast.FEED.live.>                    tickcast.FEED.retransmit.>
 //	             tickcast.FEED.repair.>                  tickcast.FEED.snapshot.>
-//	             replies to requests it received         tickcast.FEED.session.>
-//	                                                     tickcast.FEED.repair.>
+//	             tickcast.FEED.session.*                 tickcast.FEED.session.>
+//	             replies to requests it received         tickcast.FEED.repair.>
+//	             the session record (below)              _INBOX_<name>.>
 //	subscriber   tickcast.FEED.retransmit.*              tickcast.FEED.live.>
 //	             tickcast.FEED.snapshot.*                tickcast.FEED.repair.>
 //	             tickcast.FEED.session.*                 _INBOX_<name>.>
 //
-// A subscriber connects with the inbox prefix _INBOX_<name> (see
-// [UserInboxPrefix] and [ConnConfig.InboxPrefix]), so the replies to its
-// requests travel on subjects that only it may subscribe to: another user
-// cannot read them, and the feed handler's rate limit, which keys on the
-// inbox prefix, sees one requester per user.
+// The session record grants of a feed handler are JetStream API requests
+// and the record's subject, for bucket tickcast_sessions (stream
+// KV_tickcast_sessions) and key FEED only:
+//
+//	$JS.API.INFO                                       account check before creating
+//	$JS.API.STREAM.INFO.KV_tickcast_sessions           look the bucket up
+//	$JS.API.STREAM.CREATE.KV_tickcast_sessions         create it
+//	$JS.API.DIRECT.GET.KV_tickcast_sessions.$KV.tickcast_sessions.FEED   Get
+//	$KV.tickcast_sessions.FEED                         Create, Update
+//
+// The JetStream replies come to the feed handler's inbox. A feed handler
+// may not delete, purge or reconfigure the bucket, nor touch another feed's
+// key; a subscriber may not touch the bucket at all.
+//
+// Every user connects with the inbox prefix _INBOX_<name> (see
+// [UserInboxPrefix], [ConnConfig.InboxPrefix]; the programs take it from
+// --nats-user, [Flags.InboxPrefix]), so
+// the replies to its requests travel on subjects that only it may subscribe
+// to: another user cannot read them, and the feed handler's rate limit,
+// which keys on the inbox prefix, sees one requester per user.
 //
 // The feed handler answers with NATS response permissions (allow_responses)
 // rather than a publish grant on inbox subjects. A response permission lets it
@@ -55,14 +87,20 @@
 //	authorization {
 //	  users = [
 //	    { user: fh, password: "...", permissions: {
-//	        publish: { allow: ["tickcast.tickcast.live.>", "tickcast.tickcast.repair.>"] }
-//	        subscribe: { allow: ["tickcast.tickcast.retransmit.>", "tickcast.tickcast.snapshot.>", "tickcast.tickcast.session.>", "tickcast.tickcast.repair.>"] }
+//	        publish: { allow: ["tickcast.tickcast.live.>", "tickcast.tickcast.repair.>", "tickcast.tickcast.session.*",
+//	          "$JS.API.INFO", "$JS.API.STREAM.INFO.KV_tickcast_sessions", "$JS.API.STREAM.CREATE.KV_tickcast_sessions",
+//	          "$JS.API.DIRECT.GET.KV_tickcast_sessions.$KV.tickcast_sessions.tickcast", "$KV.tickcast_sessions.tickcast"] }
+//	        subscribe: { allow: ["tickcast.tickcast.retransmit.>", "tickcast.tickcast.snapshot.>", "tickcast.tickcast.session.>", "tickcast.tickcast.repair.>", "_INBOX_fh.>"] }
 //	        allow_responses: { max: -1, expires: "2m" } } }
 //	    { user: alice, password: "...", permissions: {
 //	        publish: { allow: ["tickcast.tickcast.retransmit.*", "tickcast.tickcast.snapshot.*", "tickcast.tickcast.session.*"] }
 //	        subscribe: { allow: ["tickcast.tickcast.live.>", "tickcast.tickcast.repair.>", "_INBOX_alice.>"] } } }
 //	  ]
 //	}
+//
+// and, for the session record, JetStream on (jetstream { store_dir: ... })
+// and, in a cluster, a server_name per node and a cluster block with its
+// routes.
 //
 // Passwords may be given as bcrypt hashes (as made by "nats server passwd"),
 // which nats-server recognises by their "$2" prefix.

@@ -25,3 +25,13 @@ func (f Flags) ConnConfig(url, name, inboxPrefix string) ConnConfig {
 		InboxPrefix: inboxPrefix,
 	}
 }
+
+// InboxPrefix returns the inbox prefix a client connecting as f.User uses,
+// UserInboxPrefix(f.User), or "" when no user name is set (token, NKey or
+// credentials-file clients, or none).
+func (f Flags) InboxPrefix() string {
+	if f.User == "" {
+		return ""
+	}
+	return UserInboxPrefix(f.User)
+}

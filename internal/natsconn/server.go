@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nuid"
 )
 
 // Defaults and limits of [ServerConfig].
@@ -27,9 +29,39 @@ const (
 	// MaxMaxPayload is the largest MaxPayload allowed (the server's pending
 	// limit per client).
 	MaxMaxPayload = 64 << 20
+	// DefaultClusterName is the cluster name used when ClusterConfig.Name
+	// is empty.
+	DefaultClusterName = "tickcast"
 	// startTimeout bounds how long StartServer waits for the server.
 	startTimeout = 5 * time.Second
 )
+
+// ClusterConfig joins the embedded server to a NATS cluster: it listens for
+// routes from the other nodes and opens routes to them.
+//
+// Routes are authenticated when Password is set: every node of the cluster
+// must then have the same User and Password, which the server asks of the
+// routes it accepts and presents on the routes it opens. Without a
+// password, anyone who reaches the cluster port joins the cluster and sees
+// all its traffic, so a server with users or a token refuses a cluster
+// without a password unless Host is a loopback address.
+type ClusterConfig struct {
+	// Name is the cluster's name, the same on every node; default
+	// DefaultClusterName.
+	Name string
+	// Host is the address routes are accepted on; default DefaultHost.
+	Host string
+	// Port is the route port; 0 picks a free one (see Server.ClusterURL).
+	Port int
+	// Routes are the route URLs (nats-route://host:port) of the other
+	// nodes; a node's own URL may be among them.
+	Routes []string
+	// User names the route credentials; default DefaultClusterName when
+	// Password is set.
+	User string
+	// Password, when set, authenticates routes in both directions.
+	Password string
+}
 
 // TLSFiles names PEM files for the embedded server's TLS.
 type TLSFiles struct {
@@ -61,6 +93,20 @@ type ServerConfig struct {
 	Token string
 	// TLS, when set, makes the server require TLS from every client.
 	TLS *TLSFiles
+	// Name is the server's name, unique in its cluster; a JetStream node
+	// must keep it across restarts. Default: "tickcast-HOST-PORT" from Host
+	// and Port, or from Cluster.Host and Cluster.Port when Port is 0, or a
+	// random name when both ports are 0.
+	Name string
+	// JetStream enables JetStream (for the session record, see
+	// SessionBucket), in every user's account. Requires StoreDir.
+	JetStream bool
+	// StoreDir is the directory of JetStream's file store; required with
+	// JetStream. A node restarted with the same StoreDir (and Name) keeps
+	// its streams.
+	StoreDir string
+	// Cluster, when set, makes the server a node of a NATS cluster.
+	Cluster *ClusterConfig
 	// MaxPayload is the largest message accepted, in bytes; default
 	// DefaultMaxPayload, allowed MinMaxPayload..MaxMaxPayload.
 	MaxPayload int32
@@ -77,6 +123,12 @@ type Server struct {
 	once sync.Once
 }
 
+// defaultName derives a server name from an address.
+func defaultName(host string, port int) string {
+	name := "tickcast-" + host + "-" + strconv.Itoa(port)
+	return strings.NewReplacer(":", "_", "[", "", "]", "", "%", "_").Replace(name)
+}
+
 // withDefaults returns cfg with empty fields set to their defaults.
 func (cfg ServerConfig) withDefaults() ServerConfig {
 	if cfg.Host == "" {
@@ -87,6 +139,29 @@ func (cfg ServerConfig) withDefaults() ServerConfig {
 	}
 	if cfg.MaxPayload == 0 {
 		cfg.MaxPayload = DefaultMaxPayload
+	}
+	if c := cfg.Cluster; c != nil {
+		cc := *c
+		if cc.Name == "" {
+			cc.Name = DefaultClusterName
+		}
+		if cc.Host == "" {
+			cc.Host = DefaultHost
+		}
+		if cc.User == "" && cc.Password != "" {
+			cc.User = DefaultClusterName
+		}
+		cfg.Cluster = &cc
+	}
+	if cfg.Name == "" {
+		switch {
+		case cfg.Port != 0:
+			cfg.Name = defaultName(cfg.Host, cfg.Port)
+		case cfg.Cluster != nil && cfg.Cluster.Port != 0:
+			cfg.Name = defaultName(cfg.Cluster.Host, cfg.Cluster.Port)
+		default:
+			cfg.Name = "tickcast-" + nuid.Next()
+		}
 	}
 	return cfg
 }
@@ -118,6 +193,20 @@ func (cfg ServerConfig) validate() error {
 		}
 		seen[u.Name] = true
 	}
+	if strings.ContainsAny(cfg.Name, " \t\r\n") {
+		return fmt.Errorf("ServerConfig.Name %q: must not contain spaces", cfg.Name)
+	}
+	if cfg.JetStream && cfg.StoreDir == "" {
+		return errors.New("ServerConfig.StoreDir: required with JetStream")
+	}
+	if cfg.StoreDir != "" && !cfg.JetStream {
+		return errors.New("ServerConfig.StoreDir: set without JetStream")
+	}
+	if c := cfg.Cluster; c != nil {
+		if err := c.validate(len(cfg.Users) > 0 || cfg.Token != ""); err != nil {
+			return err
+		}
+	}
 	if t := cfg.TLS; t != nil {
 		if t.Cert == "" {
 			return errors.New("ServerConfig.TLS.Cert: required")
@@ -129,6 +218,57 @@ func (cfg ServerConfig) validate() error {
 	return nil
 }
 
+// validate checks a defaulted cluster config; errors name the field. auth
+// says whether the server authenticates its clients.
+func (c ClusterConfig) validate(auth bool) error {
+	if !validName(c.Name) {
+		return fmt.Errorf("ServerConfig.Cluster.Name %q: want letters, digits, '-' or '_'", c.Name)
+	}
+	if strings.ContainsAny(c.Host, " \t/") {
+		return fmt.Errorf("ServerConfig.Cluster.Host %q: not a host name or address", c.Host)
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("ServerConfig.Cluster.Port %d: want 0..65535", c.Port)
+	}
+	for i, r := range c.Routes {
+		if _, err := routeURL(r, "", ""); err != nil {
+			return fmt.Errorf("ServerConfig.Cluster.Routes[%d]: %w", i, err)
+		}
+	}
+	if auth && c.Password == "" && !isLoopback(c.Host) {
+		return fmt.Errorf("ServerConfig.Cluster.Password: required when clients authenticate and Host %q is not a loopback address", c.Host)
+	}
+	return nil
+}
+
+// routeURL parses a route URL and, when password is set and the URL has no
+// credentials, adds user and password.
+func routeURL(s, user, password string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "nats-route" && u.Scheme != "nats" {
+		return nil, fmt.Errorf("%q: want nats-route://host:port", s)
+	}
+	if u.Hostname() == "" || u.Port() == "" {
+		return nil, fmt.Errorf("%q: want nats-route://host:port", s)
+	}
+	if password != "" && u.User == nil {
+		u.User = url.UserPassword(user, password)
+	}
+	return u, nil
+}
+
+// isLoopback reports whether host is "localhost" or a loopback address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // options translates a validated config into nats-server options.
 func (cfg ServerConfig) options() (*server.Options, error) {
 	opts := &server.Options{
@@ -137,10 +277,31 @@ func (cfg ServerConfig) options() (*server.Options, error) {
 		MaxPayload: cfg.MaxPayload,
 		NoSigs:     true,
 		NoLog:      cfg.Log == nil,
-		JetStream:  false,
+		ServerName: cfg.Name,
+		JetStream:  cfg.JetStream,
+		StoreDir:   cfg.StoreDir,
 	}
 	if opts.Port == 0 {
 		opts.Port = server.RANDOM_PORT
+	}
+	if c := cfg.Cluster; c != nil {
+		opts.Cluster = server.ClusterOpts{
+			Name:     c.Name,
+			Host:     c.Host,
+			Port:     c.Port,
+			Username: c.User,
+			Password: c.Password,
+		}
+		if opts.Cluster.Port == 0 {
+			opts.Cluster.Port = server.RANDOM_PORT
+		}
+		for _, r := range c.Routes {
+			u, err := routeURL(r, c.User, c.Password)
+			if err != nil { // checked by validate
+				return nil, fmt.Errorf("ServerConfig.Cluster.Routes: %w", err)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
 	}
 	opts.Authorization = cfg.Token
 	for _, u := range cfg.Users {
@@ -203,10 +364,11 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	return &Server{srv: srv, url: clientURL(srv, cfg.TLS != nil)}, nil
 }
 
-// clientURL returns the URL clients on this machine use to reach srv.
-func clientURL(srv *server.Server, tls bool) string {
+// listenURL returns the URL, with scheme, of a listener's address as a
+// client on this machine reaches it.
+func listenURL(scheme string, a net.Addr) string {
 	host, port := DefaultHost, 0
-	if a, ok := srv.Addr().(*net.TCPAddr); ok {
+	if a, ok := a.(*net.TCPAddr); ok {
 		port = a.Port
 		switch {
 		case a.IP.IsUnspecified() && a.IP.To4() == nil:
@@ -217,11 +379,16 @@ func clientURL(srv *server.Server, tls bool) string {
 			host = a.IP.String()
 		}
 	}
-	u := url.URL{Scheme: "nats", Host: net.JoinHostPort(host, strconv.Itoa(port))}
-	if tls {
-		u.Scheme = "tls"
-	}
+	u := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(port))}
 	return u.String()
+}
+
+// clientURL returns the URL clients on this machine use to reach srv.
+func clientURL(srv *server.Server, tls bool) string {
+	if tls {
+		return listenURL("tls", srv.Addr())
+	}
+	return listenURL("nats", srv.Addr())
 }
 
 // ClientURL returns the URL clients on this machine connect to, with the
@@ -243,6 +410,68 @@ func (s *Server) Shutdown() {
 func (s *Server) Interest(subject string) bool {
 	acc := s.srv.GlobalAccount()
 	return acc != nil && acc.SubscriptionInterest(subject)
+}
+
+// Name returns the server's name (ServerConfig.Name or its default).
+func (s *Server) Name() string { return s.srv.Name() }
+
+// ClusterURL returns the route URL (nats-route://host:port) other nodes of
+// the cluster use to reach this one, with the actual port (useful with
+// ClusterConfig.Port 0); "" when the server is not in a cluster.
+func (s *Server) ClusterURL() string {
+	a := s.srv.ClusterAddr()
+	if a == nil {
+		return ""
+	}
+	return listenURL("nats-route", a)
+}
+
+// Peers returns the names of the other nodes this server has routes to,
+// sorted; meant for tests and diagnostics.
+func (s *Server) Peers() []string {
+	rz, err := s.srv.Routez(nil)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, r := range rz.Routes {
+		if !slices.Contains(names, r.RemoteName) {
+			names = append(names, r.RemoteName)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// MetaLeader returns the name of the JetStream meta leader as this server
+// knows it: "" when JetStream is off, or clustered and without a leader.
+// A server that is not in a cluster is its own leader. Meant for tests and
+// diagnostics.
+func (s *Server) MetaLeader() string {
+	if !s.srv.JetStreamEnabled() {
+		return ""
+	}
+	if !s.srv.JetStreamIsClustered() {
+		return s.srv.Name()
+	}
+	jsz, err := s.srv.Jsz(nil)
+	if err != nil || jsz.Meta == nil {
+		return ""
+	}
+	return jsz.Meta.Leader
+}
+
+// JetStreamPeers returns, on the JetStream meta leader of a cluster, the
+// names of the nodes (itself among them) that run JetStream and have
+// reported to it, so that streams may be placed on them, sorted; nil on
+// any other server. Meant for tests and diagnostics.
+func (s *Server) JetStreamPeers() []string {
+	if !s.srv.JetStreamEnabled() || !s.srv.JetStreamIsClustered() {
+		return nil
+	}
+	peers := s.srv.JetStreamClusterPeers()
+	slices.Sort(peers)
+	return peers
 }
 
 // NumClients returns the number of connected clients; meant for tests and

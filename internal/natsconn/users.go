@@ -88,6 +88,11 @@ type User struct {
 // publish reply parts to its reply subject.
 const ReplyWindow = 2 * time.Minute
 
+// SessionBucket is the JetStream key-value bucket holding the session
+// record of each feed, keyed by feed name, which the feed handlers of a
+// feed share (see [OpenSessionBucket]).
+const SessionBucket = "tickcast_sessions"
+
 // UserInboxPrefix returns the inbox prefix of the named user,
 // "_INBOX_<name>": a subscriber passes it as [ConnConfig.InboxPrefix], and
 // the server lets only that user subscribe below it.
@@ -128,14 +133,32 @@ func (u User) validate() error {
 	return nil
 }
 
+// sessionGrants returns the subjects a feed handler of feed publishes to
+// for the session record: the JetStream API requests that look up
+// (STREAM.INFO), create (INFO, for the account check that comes first, and
+// STREAM.CREATE) and read (DIRECT.GET of the key's last value) the bucket,
+// and the record's own subject, which Create and Update publish to.
+func sessionGrants(feed string) []string {
+	stream := "KV_" + SessionBucket
+	key := "$KV." + SessionBucket + "." + feed
+	return []string{
+		"$JS.API.INFO",
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.STREAM.CREATE." + stream,
+		"$JS.API.DIRECT.GET." + stream + "." + key,
+		key,
+	}
+}
+
 // permissions returns what u may do on feed's subjects.
 func permissions(feed string, u User) *server.Permissions {
 	p := "tickcast." + feed + "."
 	switch u.Role {
 	case RoleFeedHandler:
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{p + "live.>", p + "repair.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{p + "retransmit.>", p + "snapshot.>", p + "session.>", p + "repair.>"}},
+			Publish: &server.SubjectPermission{Allow: append([]string{p + "live.>", p + "repair.>", p + "session.*"}, sessionGrants(feed)...)},
+			Subscribe: &server.SubjectPermission{Allow: []string{p + "retransmit.>", p + "snapshot.>", p + "session.>", p + "repair.>",
+				UserInboxPrefix(u.Name) + ".>"}},
 			// MaxMsgs -1: a multi-part reply has as many parts as it needs;
 			// the window bounds it in time instead.
 			Response: &server.ResponsePermission{MaxMsgs: -1, Expires: ReplyWindow},
