@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
 )
@@ -24,7 +25,7 @@ const (
 )
 
 // sessionRecord is the feed's session record: the value of key FeedName in
-// the JetStream key-value bucket sessionBucket
+// the JetStream key-value bucket natsconn.SessionBucket
 // (docs/operations.md, "Hot-hot feed handlers").
 type sessionRecord struct {
 	// Sessions are the channels' sessions, in channel order.
@@ -39,11 +40,8 @@ type sessionRecord struct {
 	By      string    `json:"by"`
 }
 
-// sessionBucket is the JetStream key-value bucket of the session records.
-const sessionBucket = "tickcast_sessions"
-
-// recordTimeout bounds each JetStream call of the session record.
-const recordTimeout = 5 * time.Second
+// recordTimeout bounds the JetStream calls of the session record.
+const recordTimeout = 20 * time.Second
 
 // freshRecord is how long after a record is written a feed handler that
 // finds no peer answering still waits for its writer to come up, rather
@@ -59,13 +57,9 @@ var errNoJetStream = errors.New("the NATS server has no JetStream")
 // new ones that sort after the record's, written with compare-and-set, when
 // none does. It returns errNoJetStream when the server has none.
 func (h *FeedHandler) joinRecord() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*recordTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
-	js, err := jetstream.New(h.nc, jetstream.WithDefaultTimeout(recordTimeout))
-	if err != nil {
-		return fmt.Errorf("fh: JetStream: %w", err)
-	}
-	kv, err := h.recordBucket(ctx, js)
+	kv, err := h.recordBucket(ctx)
 	if err != nil {
 		return err
 	}
@@ -81,12 +75,12 @@ func (h *FeedHandler) joinRecord() error {
 			if _, err := kv.Create(ctx, key, rec.value()); err == nil {
 				return h.startedSessions(rec, "no record: first feed handler of the feed")
 			} else if !errors.Is(err, jetstream.ErrKeyExists) {
-				return fmt.Errorf("fh: create the session record %s/%s: %w", sessionBucket, key, err)
+				return fmt.Errorf("fh: create the session record %s/%s: %w", natsconn.SessionBucket, key, err)
 			}
 			continue // a peer wrote it first
 		}
 		if err != nil {
-			return fmt.Errorf("fh: read the session record %s/%s: %w", sessionBucket, key, err)
+			return fmt.Errorf("fh: read the session record %s/%s: %w", natsconn.SessionBucket, key, err)
 		}
 		rec, sessions, err := h.parseRecord(entry.Value())
 		if err != nil {
@@ -107,7 +101,7 @@ func (h *FeedHandler) joinRecord() error {
 			return nil
 		case err == nil && peer.Session != sessions[0]:
 			return fmt.Errorf("fh: the feed's peer publishes session %s on channel 0, but the session record %s/%s names %s",
-				peer.Session, sessionBucket, key, sessions[0])
+				peer.Session, natsconn.SessionBucket, key, sessions[0])
 		case err != nil && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout):
 			return fmt.Errorf("fh: ask the feed's peers for their session: %w", err)
 		case err != nil && time.Since(rec.Created) < freshRecord && attempt < 20:
@@ -125,7 +119,7 @@ func (h *FeedHandler) joinRecord() error {
 		if _, err := kv.Update(ctx, key, next.value(), entry.Revision()); err == nil {
 			return h.startedSessions(next, why)
 		} else if attempt >= 20 {
-			return fmt.Errorf("fh: update the session record %s/%s: %w", sessionBucket, key, err)
+			return fmt.Errorf("fh: update the session record %s/%s: %w", natsconn.SessionBucket, key, err)
 		}
 		// A peer updated it first: read it again and join.
 	}
@@ -133,22 +127,15 @@ func (h *FeedHandler) joinRecord() error {
 
 // recordBucket returns the session record's bucket, creating it (replicated
 // on up to three servers of the cluster) if it does not exist.
-func (h *FeedHandler) recordBucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, sessionBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		replicas := min(3, max(1, len(h.nc.Servers())))
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: sessionBucket, History: 1, Replicas: replicas,
-			Description: "tickcast feeds' session records (key: feed name)"})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, sessionBucket)
-		}
-	}
-	switch {
-	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
-		errors.Is(err, nats.ErrNoResponders):
+func (h *FeedHandler) recordBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	replicas := min(natsconn.MaxSessionReplicas, max(1, len(h.nc.Servers())))
+	kv, err := natsconn.OpenSessionBucket(ctx, h.nc, replicas)
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
+		errors.Is(err, nats.ErrNoResponders) {
 		return nil, fmt.Errorf("%w (%v)", errNoJetStream, err)
-	case err != nil:
-		return nil, fmt.Errorf("fh: the session record's bucket %s: %w", sessionBucket, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fh: the session record's bucket: %w", err)
 	}
 	return kv, nil
 }
@@ -188,7 +175,7 @@ func (r sessionRecord) value() []byte {
 
 // parseRecord decodes a session record and its sessions.
 func (h *FeedHandler) parseRecord(value []byte) (sessionRecord, []mold.Session, error) {
-	where := sessionBucket + "/" + h.cfg.FeedName
+	where := natsconn.SessionBucket + "/" + h.cfg.FeedName
 	var rec sessionRecord
 	if err := json.Unmarshal(value, &rec); err != nil {
 		return rec, nil, fmt.Errorf("fh: the session record %s is not JSON: %w", where, err)
@@ -210,7 +197,7 @@ func (h *FeedHandler) parseRecord(value []byte) (sessionRecord, []mold.Session, 
 // handler's input and channels: a peer with other input would publish
 // other messages under the same sequence numbers.
 func (h *FeedHandler) sameInput(rec sessionRecord, identity string) error {
-	where := sessionBucket + "/" + h.cfg.FeedName
+	where := natsconn.SessionBucket + "/" + h.cfg.FeedName
 	if rec.Identity != identity {
 		return fmt.Errorf("fh: a feed handler of feed %s publishes input %q (session record %s), this one's input is %q: peers must publish the same input (the same seed and instruments, or the same file)",
 			h.cfg.FeedName, rec.Identity, where, identity)

@@ -161,9 +161,9 @@ func (r *Result) Answer() seqgap.Answer {
 }
 
 // outcomeOf sorts a failed request's error: failed in transit (no code:
-// timeout, nobody answering, queue full, malformed reply) is retried; a
-// session that ended refuses what lies past its end; any other error reply
-// refuses the range.
+// timeout, nobody answering, queue full, malformed reply) is retried, and so
+// is not-yet; a session that ended refuses what lies past its end; any other
+// error reply refuses the range.
 func outcomeOf(err error) (seqgap.Outcome, uint64) {
 	var re *ReplyError
 	switch {
@@ -171,6 +171,13 @@ func outcomeOf(err error) (seqgap.Outcome, uint64) {
 		return seqgap.AnswerRetry, 0
 	case re.Code == CodeNotYet && re.Ended:
 		return seqgap.AnswerEnded, re.Next
+	case re.Code == CodeNotYet:
+		// The range is past what the answering feed handler has
+		// published. A subscriber asks for a gap only once it has seen a
+		// later message, so another feed handler of the feed, one that is
+		// ahead of this one (hot-hot, docs/hot-hot.md), published it: ask
+		// again. A probe past a stale stream's end has no gap to retry.
+		return seqgap.AnswerRetry, 0
 	}
 	return seqgap.AnswerRefused, 0
 }
@@ -931,6 +938,14 @@ func (c *Client) askAgain(k *call, e *ReplyError) bool {
 		// how a probe past the known end of a stale stream learns what it
 		// missed.
 		c.retire(k)
+		if end := k.want.Seq + uint64(k.want.Count); e.Next < end {
+			// The rest is past what this feed handler has published:
+			// another one of the feed, ahead of it, may have it (see
+			// outcomeOf). A gap there is asked for again; a probe's rest
+			// touches no gap.
+			c.finish(&Result{Channel: k.res.Channel, Session: k.res.Session, Outcome: seqgap.AnswerRetry, Err: e,
+				Range: seqgap.Range{From: e.Next, To: end - 1}})
+		}
 		n := min(e.Next-k.want.Seq, uint64(k.want.Count))
 		k.want.Count = uint16(n)
 		k.payload = k.want.Append(k.payload[:0])

@@ -111,8 +111,10 @@ func TestSnapshotRateLimited(t *testing.T) {
 }
 
 // TestOutcomeOf: a failed request's error is sorted into the outcome the
-// tracker takes: failed in transit (no code) is retried, a session that
-// ended gives its end, any other error reply refuses the range.
+// tracker takes: failed in transit (no code) is retried, and so is a range
+// the answering feed handler has not published yet (another one of the feed
+// has); a session that ended gives its end, any other error reply refuses
+// the range.
 func TestOutcomeOf(t *testing.T) {
 	for _, c := range []struct {
 		err  error
@@ -122,7 +124,7 @@ func TestOutcomeOf(t *testing.T) {
 		{&ReplyError{Reason: "timed out", Err: ErrTimeout}, seqgap.AnswerRetry, 0},
 		{&ReplyError{Reason: "no feed handler answers"}, seqgap.AnswerRetry, 0},
 		{&ReplyError{Code: CodeNotYet, Next: 9, Ended: true}, seqgap.AnswerEnded, 9},
-		{&ReplyError{Code: CodeNotYet, Next: 9}, seqgap.AnswerRefused, 0},
+		{&ReplyError{Code: CodeNotYet, Next: 9}, seqgap.AnswerRetry, 0},
 		{&ReplyError{Code: CodeTooOld, Oldest: 5}, seqgap.AnswerRefused, 0},
 		{&ReplyError{Code: CodeUnknownSession}, seqgap.AnswerRefused, 0},
 		{&ReplyError{Code: CodeRateLimited}, seqgap.AnswerRefused, 0},

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1294,4 +1296,26 @@ func TestHoldAndQuerySession(t *testing.T) {
 	}
 	_, err = QuerySession(e.cliConn, DefaultFeed, 1, natsWait)
 	wantReplyError(t, err, CodeUnknownSession)
+}
+
+// A range partly past what the answering server has published: the part it
+// has comes as packets, the rest as a retry (another feed handler of the
+// feed may be ahead of this one), so that the tracker asks for it again.
+func TestNotYetRestIsRetried(t *testing.T) {
+	c, st, log := filledChannel(t, StoreConfig{MaxMessages: 1000}, "NY00000001", 50)
+	e := newEnv(t, ServerConfig{Channels: []*Channel{c}}, ClientConfig{Timeout: natsWait})
+	notify := newNotify(e.cli)
+	e.cli.Request(0, seqgap.Request{Session: st.session, Range: seqgap.Range{From: 45, To: 58}})
+	rs := results(t, e.cli, notify, 2)
+	var got []string
+	for _, r := range rs {
+		got = append(got, fmt.Sprintf("%v %d..%d", r.Outcome, r.Range.From, r.Range.To))
+		if r.Outcome == seqgap.AnswerPackets {
+			checkPackets(t, r.Packets, st.session, 45, 6, log)
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"packets 45..50", "retry 51..58"}; !slices.Equal(got, want) {
+		t.Fatalf("results %q, want %q", got, want)
+	}
 }
