@@ -199,3 +199,68 @@ func TestHotHotFailover(t *testing.T) {
 		t.Errorf("the restarted feed handler started new sessions")
 	}
 }
+
+// busiestNode returns the running node of the cluster with the most client
+// connections.
+func busiestNode(c *natstest.Cluster) int {
+	best, most := -1, -1
+	for i := range c.URLs() {
+		if n := c.Node(i); n != nil && n.NumClients() > most {
+			best, most = i, n.NumClients()
+		}
+	}
+	return best
+}
+
+// TestNATSNodeKilled: a feed handler and a subscriber with injected loss on
+// line A alone, so that every loss needs recovery, on a three-node
+// cluster. The node with the most clients is killed mid-run, restarted, and
+// then the busiest node again is killed: the clients fail over, requests in
+// flight are asked again within their deadline, and recovered + missing =
+// injected with nothing missing.
+func TestNATSNodeKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the NATS node failover run takes about 12 s")
+	}
+	cluster := natstest.StartCluster(t, natstest.ClusterOptions{Users: hotHotUsers, Quiet: true})
+	ga, _, _ := groups(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const count = 160_000 // 8 s at 20,000 msg/s
+	sub := launch(t, ctx, subscriberBin, "--nats-url", cluster.URL(), "--nats-user", "alice", "--nats-password", "alice-secret",
+		"--verify", "--group", ga, "--expect", strconv.Itoa(count), "--idle-timeout", "10s", "--metrics-addr", "127.0.0.1:0",
+		"--inject-loss", "0.01", "--inject-seed", "11")
+	sub.waitLog(t, `"subscribed"`, 10*time.Second)
+	fh := launch(t, ctx, feedhandlerBin, "--nats-url", cluster.URL(), "--nats-user", "fh", "--nats-password", "fh-secret",
+		"--session-record", "on", "--group", ga, "--count", strconv.Itoa(count), "--rate", "20000",
+		"--metrics-addr", "127.0.0.1:0", "--linger", "3s")
+	fh.waitLog(t, `"publishing"`, 10*time.Second)
+
+	time.Sleep(2 * time.Second)
+	first := busiestNode(cluster)
+	t.Logf("killing node %d (%d clients)", first, cluster.Node(first).NumClients())
+	cluster.Kill(first)
+	time.Sleep(1500 * time.Millisecond)
+	cluster.Restart(first)
+	second := busiestNode(cluster)
+	t.Logf("node %d back; killing node %d (%d clients)", first, second, cluster.Node(second).NumClients())
+	cluster.Kill(second)
+
+	if code := fh.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("feedhandler exit %d\n%s", code, tail(fh.stderr.String()))
+	}
+	code := sub.wait(t, 30*time.Second)
+	s := sub.summary(t)
+	received, missing, recovered, injected := num(t, s, "received"), num(t, s, "missing"), num(t, s, "recovered"), num(t, s, "injected_dropped_messages")
+	t.Logf("subscriber: exit %d, received %d, missing %d, recovered %d, injected %d, requests %d (failed %d), kernel drops %d",
+		code, received, missing, recovered, injected, num(t, s, "requests"), num(t, s, "recovery_failed"), num(t, s, "kernel_drops"))
+	if num(t, s, "kernel_drops") != 0 {
+		t.Fatalf("the kernel dropped %d datagrams too; the accounting needs a rate this machine sustains", num(t, s, "kernel_drops"))
+	}
+	if injected == 0 || recovered+missing != injected {
+		t.Errorf("recovered %d + missing %d != injected %d", recovered, missing, injected)
+	}
+	if code != 0 || missing != 0 || received != count || s["verify_ok"] != true {
+		t.Errorf("exit %d, received %d, missing %d, verify_ok %v: want all %d\n%s", code, received, missing, s["verify_ok"], count, tail(sub.stderr.String()))
+	}
+}
