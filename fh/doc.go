@@ -38,6 +38,13 @@
 //     publisher's counters and packet histograms, the recovery server's
 //     counters, the stores' depth and the Go runtime's.
 //
+//   - The session record (Config.SessionRecord): on a NATS cluster with
+//     JetStream, the feed's sessions are a key-value entry that every feed
+//     handler of the feed shares. Two feed handlers on two hosts then
+//     publish the same sessions, one line each (Config.Line), and serve
+//     recovery in one queue group; one that joins running sessions first
+//     replays its input silently to its peer's position (docs/hot-hot.md).
+//
 // After the source ends, Run sends end of session on every channel and,
 // for Config.Linger, keeps serving recovery and repeats the end of session
 // every heartbeat interval, so that a subscriber that lost it still learns
