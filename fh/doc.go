@@ -13,6 +13,7 @@
 //     the deterministic synthetic feed of package feed, an ITCH 5.0 file
 //     read through package feed/itch, or any other implementation. Run reads
 //     it until io.EOF, Config.Duration or cancellation.
+//
 //   - The publisher (tickcast.Publisher) spreads instruments over
 //     Config.Channels channels, batches each channel's messages into
 //     MoldUDP64 packets (flushed when full or after Config.MaxDelay) and
@@ -20,20 +21,25 @@
 //     group when Config.GroupB is set. Channel c uses the group address
 //     plus c. An idle channel sends a heartbeat every Config.Heartbeat.
 //     The transport is UDP multicast or RDMA UD multicast (Config.Transport).
+//
 //   - The retransmission store (one recovery.Channel per channel) receives
 //     every packet the publisher sends, heartbeats and end of session
 //     included, bounded by Config.StoreMessages and Config.StoreBytes.
+//
 //   - The recovery server (recovery.Server) answers retransmit and snapshot
 //     requests from the stores on the subjects tickcast.FEED.* of
 //     Config.FeedName, at most Config.MaxRetransmit messages a request and
 //     Config.RateLimit messages per second a requester.
+//
 //   - NATS is embedded (a server started on Config.NATSListen, with the
 //     users of Config.NATSUsers) unless Config.NATSURL names an external
 //     server or cluster.
+//
 //   - The live NATS feed (Config.NATSLive) also publishes every datagram on
 //     tickcast.FEED.live.CH, the fallback for subscribers without
 //     multicast. With the embedded server a channel's datagrams are
 //     published only while someone subscribes.
+//
 //   - Metrics: with Config.MetricsAddr, a Prometheus endpoint serves the
 //     publisher's counters and packet histograms, the recovery server's
 //     counters, the stores' depth and the Go runtime's.
