@@ -123,6 +123,11 @@ func TestBadConfig(t *testing.T) {
 			c.NATSURL, c.NATSUsers = "nats://127.0.0.1:1", []natsconn.User{{Name: "a", Password: "b"}}
 		}, "embedded"},
 		{"MetricsAddr", func(c *Config) { c.MetricsAddr = "9464" }, "9464"},
+		{"Line", func(c *Config) { c.Line = "c" }, "want a, b or both"},
+		{"Line", func(c *Config) { c.Line = "b" }, "needs GroupB"},
+		{"SessionRecord", func(c *Config) { c.SessionRecord = "yes" }, "want auto, on or off"},
+		{"SessionRecord", func(c *Config) { c.SessionRecord = RecordOn }, "JetStream"},
+		{"PeerTimeout", func(c *Config) { c.PeerTimeout = -time.Second }, "negative"},
 	}
 	for _, c := range cases {
 		cfg := Config{Source: syn, NATSListen: "127.0.0.1:0"}

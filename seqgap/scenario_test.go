@@ -21,6 +21,7 @@ var update = flag.Bool("update", false, "rewrite the expected output of the scen
 // by the output it must produce:
 //
 //	config window=8 lost-after=10ms gap-delay=0 recovery=on stale-after=300ms
+//	                     (and confirm-first=on: Config.ConfirmFirst)
 //	packet A S1 1 3      data packet on line A of session S1: messages 1..3
 //	heartbeat B S1 9     heartbeat (next sequence 9)
 //	eos A S1 9           end of session (next sequence 9)
@@ -299,6 +300,8 @@ func (s *scenario) run(cmd string) {
 				cfg.MaxGaps = n
 			case "recovery":
 				recovery = v == "on"
+			case "confirm-first":
+				cfg.ConfirmFirst = v == "on"
 			default:
 				s.t.Fatalf("unknown config %q", k)
 			}

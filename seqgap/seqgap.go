@@ -54,6 +54,15 @@ type Config struct {
 	// Without it nothing is requested: gaps wait LostAfter for late packets
 	// and are then lost, and a late join's prefix is lost at once.
 	Recovery bool
+	// ConfirmFirst, with Recovery, holds the messages of the first session
+	// the tracker meets (in the window, as a late join's wait for its
+	// snapshot) until recovery answers the session query that session
+	// starts, or StaleAfter passes. When the answer names another session,
+	// the one met first was a competing publisher's: its held messages are
+	// dropped, none was delivered, and it is reported as competing
+	// (EventCompeting) while the tracker follows the named one. It costs
+	// the first messages one recovery round trip.
+	ConfirmFirst bool
 }
 
 // Defaults of a Config, and limits.
@@ -339,6 +348,8 @@ type Tracker struct {
 	join      join  // a late join's missing prefix, when pending
 	sessNs    int64 // last packet of the current session
 	confirmed bool  // recovery named the current session (AnswerSession)
+	vetting   bool  // ConfirmFirst: the first session waits for the query's answer
+	vetNs     int64 // when vetting started
 	asking    bool  // a session query is out
 	asked     bool  // a query was made for the current session, at askNs
 	askNs     int64
@@ -458,8 +469,12 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 		return
 	}
 	if !t.started || p.Session != t.session {
+		first := !t.started
 		t.newSession(line, p.Session, nowNs, out)
 		t.query(nowNs) // with recovery, a session is confirmed, not assumed
+		if first && t.cfg.ConfirmFirst && t.cfg.Recovery {
+			t.vetting, t.vetNs = true, nowNs
+		}
 	}
 	t.sessNs = nowNs
 	if t.next == 1 && t.high == 1 && !t.join.pending && p.Seq > uint64(len(t.window)) {
@@ -616,8 +631,29 @@ func (t *Tracker) releaseHeld(h *held, out Output) {
 	t.release(seq, msg, int(h.line), h.recvNs, out)
 }
 
-// holding reports whether live messages wait for a late join's snapshot.
-func (t *Tracker) holding() bool { return t.join.pending && t.cfg.Recovery }
+// holding reports whether live messages wait: for a late join's snapshot,
+// or for recovery to confirm the first session (ConfirmFirst).
+func (t *Tracker) holding() bool { return (t.join.pending || t.vetting) && t.cfg.Recovery }
+
+// endVetting releases what the first session held while recovery was asked
+// to confirm it.
+func (t *Tracker) endVetting(out Output) {
+	if t.vetting {
+		t.vetting = false
+		t.drain(out)
+	}
+}
+
+// dropHeld empties the window.
+func (t *Tracker) dropHeld() {
+	for i := 0; t.heldCount > 0 && i < len(t.window); i++ {
+		if h := &t.window[i]; h.seq != 0 {
+			h.seq = 0
+			t.heldCount--
+		}
+	}
+	t.heldCount = 0
+}
 
 // startJoin records the prefix 1..start-1 of a session met late and asks
 // recovery for it (the snapshot, when the recovery offers one); the stream
@@ -702,6 +738,9 @@ func (t *Tracker) trimGaps() {
 // and requests gaps that are GapDelay old. Call it from the receive loop, as
 // often as convenient.
 func (t *Tracker) Tick(nowNs int64, out Output) {
+	if t.vetting && nowNs-t.vetNs >= int64(t.cfg.StaleAfter) {
+		t.endVetting(out) // recovery did not answer: follow what was met
+	}
 	t.checkStale(nowNs, out)
 	t.probeSilentTail(nowNs)
 	t.expireJoin(nowNs, out)
@@ -911,13 +950,29 @@ func (t *Tracker) query(nowNs int64) {
 func (t *Tracker) confirm(session mold.Session, nowNs int64, out Output) {
 	t.asking = false
 	if !t.started || session == (mold.Session{}) {
+		t.endVetting(out)
 		return // recovery could not tell: nothing changes
 	}
-	if session != t.session {
+	if session != t.session && t.vetting {
+		// The session met first, none of it delivered, is a competitor's:
+		// drop what it held and follow the one named, as if it had come
+		// first.
+		rival := t.session
+		t.dropHeld()
+		t.started = false
+		t.stats.Sessions--
+		t.newSession(LineRecovery, session, nowNs, out)
+		t.sessNs = nowNs
+		t.rival = rival
+		ev := t.emit(EventCompeting, LineRecovery)
+		ev.Session = rival
+		out.Event(ev)
+	} else if session != t.session {
 		t.newSession(LineRecovery, session, nowNs, out)
 		t.sessNs = nowNs
 	}
 	t.confirmed = true
+	t.endVetting(out)
 }
 
 // recovered takes a packet of recovered messages for session.
