@@ -235,3 +235,17 @@ func quantiles(metric string) []Target {
 }
 
 func ptr(v float64) *float64 { return &v }
+
+// natsRow adds the row of the NATS connection's state (natsconn.Metrics),
+// which the feed handler and the subscriber both export: whether each
+// instance is connected, its reconnects, and the server it is on.
+func (b *builder) natsRow() {
+	const nats = "tickcast_nats_"
+	b.row("NATS")
+	b.graph(timeseries("NATS connected", "1 while the instance's NATS connection is up. 0: recovery is unavailable (and a feed handler cannot reach the session record); see the runbook, \"NATS node down\".", "short",
+		q(sumBy("instance", nats+"connected"+byInstance), "{{instance}}")))
+	b.graph(timeseries("NATS reconnects", "Times the NATS connection came back after it was lost, per interval: a NATS node was lost or restarted and the client moved to another.", "short",
+		q(`sum by (instance) (increase(`+nats+`reconnects_total`+byInstance+`[$__rate_interval]))`, "{{instance}}")))
+	b.graph(timeseries("NATS server", "The NATS server each instance is connected to; a line that changes name is a client that moved to another node.", "short",
+		q(sumBy("instance, server, url", nats+"server_info"+byInstance), "{{instance}} on {{server}} ({{url}})")))
+}

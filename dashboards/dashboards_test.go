@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/tickprom"
 )
 
@@ -171,14 +172,14 @@ var (
 )
 
 // exportedMetrics returns the name and variable labels of every metric
-// tickcast's collectors describe.
+// tickcast's collectors describe, and Prometheus' up.
 func exportedMetrics(t *testing.T) map[string][]string {
 	t.Helper()
 	descs := make(chan *prometheus.Desc, 256)
 	for _, c := range []prometheus.Collector{
 		tickprom.NewSubscriberCollector(nil), tickprom.NewLatencyMetrics(),
 		tickprom.NewPublisherCollector(nil, ""), tickprom.NewPublisherMetrics(), tickprom.NewForeignPacketsCollector(nil),
-		tickprom.NewRecoveryServerCollector(nil, nil),
+		tickprom.NewRecoveryServerCollector(nil, nil), natsconn.NewMetrics(),
 	} {
 		c.Describe(descs)
 	}
@@ -192,6 +193,7 @@ func exportedMetrics(t *testing.T) map[string][]string {
 		}
 		out[name[1]] = strings.FieldsFunc(labels[1], func(r rune) bool { return r == ',' })
 	}
+	out["up"] = nil // Prometheus' own, per target (labels job and instance)
 	if len(out) < 50 {
 		t.Fatalf("only %d metrics described", len(out))
 	}

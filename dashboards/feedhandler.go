@@ -2,7 +2,8 @@ package dashboards
 
 // FeedHandler returns the feed handler's dashboard: messages in and out,
 // packets, batching and flushes, heartbeats, what each line sends, the
-// recovery server's work and rejections, and the retransmission stores.
+// recovery server's work and rejections, the retransmission stores, the
+// feed handlers that are up, and the NATS connection.
 func FeedHandler() *Dashboard {
 	const (
 		pub = "tickcast_publisher_"
@@ -74,5 +75,10 @@ func FeedHandler() *Dashboard {
 	b.graph(timeseries("Next sequence", "Sequence number each channel's next message will get, as the publisher and the store see it.", "none",
 		q(sumBy("instance, channel", pub+"next_sequence"+byChannel), "publisher channel {{channel}} {{instance}}"),
 		q(sumBy("instance, channel", rec+"store_next_sequence"+byChannel), "store channel {{channel}} {{instance}}")))
+
+	b.row("Feed handlers")
+	b.graph(timeseries("Feed handlers up", "1 while Prometheus scrapes a feed handler, 0 while it cannot: every target of the feedhandler job, whatever instances are selected, so that a lost peer of a hot-hot pair shows. See the runbook, \"Feed handler down\".", "short",
+		q(`max by (instance) (up{job="feedhandler"})`, "{{instance}}")))
+	b.natsRow()
 	return b.d
 }

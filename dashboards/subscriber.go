@@ -2,8 +2,8 @@ package dashboards
 
 // Subscriber returns the subscribers' dashboard: messages per line and A/B
 // arbitration, gaps, recovery and losses, duplicates and stray packets,
-// stale channels, the transport (kernel drops, receive ring) and the
-// latencies.
+// silent lines and stale channels, the transport (kernel drops, receive
+// ring), the latencies and the NATS connection.
 func Subscriber() *Dashboard {
 	const sub = "tickcast_subscriber_"
 	b := newBuilder("tickcast-subscriber", "tickcast / Subscriber",
@@ -28,6 +28,10 @@ func Subscriber() *Dashboard {
 		q(rate(sub+"line_wins_total", byChannel, "instance, channel, line"), "channel {{channel}} {{line}} {{instance}}")))
 	b.graph(timeseries("Packets /s by line", "Packets of the channel's session taken from each line; one far below the other is losing packets upstream.", "pps",
 		q(rate(sub+"packets_total", byChannel, "instance, channel, line"), "channel {{channel}} {{line}} {{instance}}")))
+	b.graph(timeseries("Silent lines", "1 while a line of a channel carries no datagram, not even a heartbeat, and the channel's other line does: the feed handler of that line, or its path, is down (see the runbook, \"A line stopped\"); else 0.", "short",
+		q(`sum by (instance, channel, line) (rate(`+sub+`datagrams_received_total`+byChannel+`[$__rate_interval])) == bool 0`+
+			` and on (instance, channel) sum by (instance, channel) (rate(`+sub+`datagrams_received_total`+byChannel+`[$__rate_interval])) > 0`,
+			"channel {{channel}} {{line}} {{instance}}")))
 	b.graph(timeseries("Gaps and recovery /s", "Sequence gaps detected, missing ranges requested from recovery, and messages released that came from recovery.", "short",
 		q(rate(sub+"gaps_total", byChannel, "instance, channel"), "gaps channel {{channel}} {{instance}}"),
 		q(rate(sub+"recovery_requests_total", byChannel, "instance, channel"), "requests channel {{channel}} {{instance}}"),
@@ -84,5 +88,6 @@ func Subscriber() *Dashboard {
 		q(rate(sub+"recovery_client_requests_total", byInstance, "instance"), "requests {{instance}}"),
 		q(rate(sub+"recovery_client_messages_total", byInstance, "instance"), "messages {{instance}}"),
 		q(rate(sub+"recovery_failures_total", byInstance, "instance"), "failures {{instance}}")))
+	b.natsRow()
 	return b.d
 }

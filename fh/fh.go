@@ -26,6 +26,7 @@ type FeedHandler struct {
 	srv     *natsconn.Server // the embedded NATS server, or nil
 	natsURL string
 	nc      *nats.Conn
+	natsMet *natsconn.Metrics // nc's connection state, for the metrics
 	stores  []*recovery.Channel
 	rsrv    *recovery.Server
 	metrics *metrics
@@ -79,7 +80,7 @@ func (h *FeedHandler) start() error {
 	if err := h.startRecovery(); err != nil {
 		return err
 	}
-	m, err := startMetrics(h.cfg.MetricsAddr, h.cfg.SourceName, h.log, h.rsrv, h.stores)
+	m, err := startMetrics(h.cfg.MetricsAddr, h.cfg.SourceName, h.log, h.rsrv, h.stores, h.natsMet)
 	if err != nil {
 		h.log.Error().Err(err).Str("metrics_addr", h.cfg.MetricsAddr).Msg("cannot serve metrics")
 		return fmt.Errorf("fh: metrics on %s: %w", h.cfg.MetricsAddr, err)
@@ -113,7 +114,10 @@ func (h *FeedHandler) startNATS() error {
 		h.natsURL = srv.ClientURL()
 		h.log.Info().Str("url", h.natsURL).Int("users", len(h.cfg.NATSUsers)).Msg("embedded NATS server listening")
 	}
-	nc, err := natsconn.Connect(h.cfg.NATS.ConnConfig(h.natsURL, "feedhandler", h.cfg.NATS.InboxPrefix()), func(event string, err error) {
+	cc := h.cfg.NATS.ConnConfig(h.natsURL, "feedhandler", h.cfg.NATS.InboxPrefix())
+	h.natsMet = natsconn.NewMetrics()
+	cc.Metrics = h.natsMet
+	nc, err := natsconn.Connect(cc, func(event string, err error) {
 		h.log.Warn().Str("event", event).Err(err).Msg("nats")
 	})
 	if err != nil {

@@ -6,13 +6,15 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/internal/metricsrv"
+	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/recovery"
 	"github.com/tickcast/tickcast/tickprom"
 )
 
 // metrics is the feed handler's Prometheus registry and server
 // (Config.MetricsAddr): the publisher's counters and packet histograms, the
-// recovery server's counters and the stores' depth, and the Go runtime's.
+// recovery server's counters and the stores' depth, the NATS connection's
+// state, and the Go runtime's.
 type metrics struct {
 	*metricsrv.Server
 	observer *tickprom.PublisherMetrics // PublisherConfig.Observer
@@ -20,15 +22,15 @@ type metrics struct {
 }
 
 // startMetrics serves the metrics (unless addr is empty) and registers the
-// recovery collectors; the publisher's are added by addPublisher once it
-// exists.
-func startMetrics(addr, source string, log zerolog.Logger, rsrv *recovery.Server, stores []*recovery.Channel) (*metrics, error) {
+// recovery collectors and the NATS connection's; the publisher's are added
+// by addPublisher once it exists.
+func startMetrics(addr, source string, log zerolog.Logger, rsrv *recovery.Server, stores []*recovery.Channel, nats *natsconn.Metrics) (*metrics, error) {
 	srv, err := metricsrv.Start(addr, log)
 	if err != nil {
 		return nil, err
 	}
 	m := &metrics{Server: srv, observer: tickprom.NewPublisherMetrics(), source: sourceLabel(source)}
-	srv.Registry.MustRegister(m.observer, tickprom.NewRecoveryServerCollector(rsrv, stores))
+	srv.Registry.MustRegister(m.observer, tickprom.NewRecoveryServerCollector(rsrv, stores), nats)
 	return m, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/tickcast/tickcast/dashboards"
+	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/internal/testenv"
 	"gopkg.in/yaml.v3"
 )
@@ -43,16 +45,20 @@ const rulesFile = "../../deploy/prometheus/alerts.yml"
 //
 // Scenarios: subscriber 1 drops 2% of its datagrams and recovers them from a
 // feed handler that lets each requester have only 200 messages per second,
-// so recovery is rejected (rate-limited) and fails, and messages are lost.
+// so recovery is rejected (rate-limited) and fails, and messages are lost;
+// it also listens on a B line that nobody publishes on (a line that
+// stopped).
 // Subscriber 2 drops 2% without recovery (gaps, losses) and has a one-slot
 // receive ring (receive threads: --mode blocking) and a small socket buffer, and the test stops it for 300 ms
 // every second: its ring fills, the kernel drops, and the messages that
 // waited have a p99 latency far above the rule's 1 ms (its --stale-after is
 // longer than the stalls, which would otherwise look like a silent feed
 // when it resumes before its receive loops do). Last, the feed
-// handler is stopped (SIGSTOP) until the channels go stale. A script sends
-// packets of another session onto channel 1's group throughout: both sides'
-// competing-publisher alerts fire.
+// handler is stopped (SIGSTOP) until the channels go stale and its target is
+// down. A script sends packets of another session onto channel 1's group
+// throughout: both sides' competing-publisher alerts fire. The feed handler
+// and subscriber 1 use a NATS server the test runs, which it shuts down
+// until both are disconnected, then restarts on its port: they reconnect.
 //
 // Prometheus loads a copy of the rules whose `for:` durations are 0, so
 // that an alert fires at its first true evaluation instead of minutes
@@ -70,10 +76,19 @@ func TestPrometheus(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ga, _, _ := groups(t)
+	ga, gb, _ := groups(t)
 	fhAddr, sub1Addr, sub2Addr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	natsHost, natsPortStr, _ := net.SplitHostPort(natsAddr(t))
+	natsPort, _ := strconv.Atoi(natsPortStr)
+	natsCfg := natsconn.ServerConfig{Host: natsHost, Port: natsPort}
+	natsSrv, err := natsconn.StartServer(natsCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { natsSrv.Shutdown() }()
+	natsURL := natsSrv.ClientURL() // start gives subscribers this --nats-url
 	common := []string{"--group", ga, "--channels", "2", "--idle-timeout", "90s", "--inject-loss", "0.02"}
-	sub1 := start(t, ctx, subscriberBin, append(common, "--metrics-addr", sub1Addr)...)
+	sub1 := start(t, ctx, subscriberBin, append(common, "--metrics-addr", sub1Addr, "--group-b", gb)...)
 	// Subscriber 2 receives on threads of its own (--mode blocking): only
 	// a receive loop can find the ring full; in the direct modes the
 	// socket buffer is the only queue, and its overflow is kernel drops.
@@ -83,7 +98,7 @@ func TestPrometheus(t *testing.T) {
 		s.waitLog(t, `"subscribed"`, 10*time.Second)
 	}
 	fh := start(t, ctx, feedhandlerBin, "--group", ga, "--channels", "2", "--count", "0", "--rate", "20000", "--watch-groups",
-		"--rate-limit", "200", "--heartbeat", "50ms", "--metrics-addr", fhAddr)
+		"--rate-limit", "200", "--heartbeat", "50ms", "--metrics-addr", fhAddr, "--nats-url", natsURL)
 	fh.waitLog(t, `"publishing"`, 10*time.Second)
 	// Another publisher on channel 1's group, for the competing-publisher
 	// alerts of both sides.
@@ -132,9 +147,12 @@ func TestPrometheus(t *testing.T) {
   evaluation_interval: 1s
 rule_files: [%q]
 scrape_configs:
-  - job_name: tickcast
+  - job_name: feedhandler
     static_configs:
-      - targets: [%q, %q, %q]
+      - targets: [%q]
+  - job_name: subscriber
+    static_configs:
+      - targets: [%q, %q]
 `, testRules, fhAddr, sub1Addr, sub2Addr)
 	cfgFile := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
@@ -187,7 +205,9 @@ scrape_configs:
 	// The same for every query of every Grafana dashboard.
 	checkDashboards(t, api)
 
-	// Every alert but the stale one fires while the faults run.
+	// Every alert but those of a stopped feed handler and of NATS down
+	// fires while the faults run.
+	later := []string{"TickcastFeedStale", "TickcastFeedHandlerDown", "TickcastNATSDisconnected", "TickcastNATSReconnected"}
 	var all []string
 	for _, r := range rules {
 		all = append(all, r["alert"].(string))
@@ -209,16 +229,38 @@ scrape_configs:
 	waitFor(t, 60*time.Second, func() (bool, string) {
 		got := firing()
 		for _, a := range all {
-			if a != "TickcastFeedStale" && !slices.Contains(got, a) {
-				return false, fmt.Sprintf("alerts firing %v, want every one of %v but TickcastFeedStale\n%s", got, all, logs())
+			if !slices.Contains(later, a) && !slices.Contains(got, a) {
+				return false, fmt.Sprintf("alerts firing %v, want every one of %v but %v\n%s", got, all, later, logs())
 			}
 		}
 		return true, ""
 	})
 	t.Logf("firing with faults: %v", firing())
-	if slices.Contains(firing(), "TickcastFeedStale") {
-		t.Errorf("TickcastFeedStale fires while the feed runs")
+	for _, a := range firing() {
+		if slices.Contains(later, a) {
+			t.Errorf("%s fires while the feed handler and NATS run", a)
+		}
 	}
+
+	// NATS down: both programs lose their connection, then reconnect to the
+	// server restarted on the same port.
+	natsSrv.Shutdown()
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		res, err := api.query(`ALERTS{alertname="TickcastNATSDisconnected",alertstate="firing"}`)
+		return err == nil && len(res) == 2, fmt.Sprintf("NATS down: TickcastNATSDisconnected firing for %v %v, want the feed handler and subscriber 1", res, err)
+	})
+	if natsSrv, err = natsconn.StartServer(natsCfg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		res, err := api.query(`ALERTS{alertname="TickcastNATSReconnected",alertstate="firing"}`)
+		return err == nil && len(res) == 2, fmt.Sprintf("NATS restarted: TickcastNATSReconnected firing for %v %v, want the feed handler and subscriber 1", res, err)
+	})
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		got := firing()
+		return !slices.Contains(got, "TickcastNATSDisconnected"), fmt.Sprintf("alerts firing %v after NATS restarted", got)
+	})
+	t.Logf("firing after NATS restarted: %v", firing())
 
 	// Feed stale: the feed handler stops sending (not even heartbeats).
 	stopStall()
@@ -226,7 +268,8 @@ scrape_configs:
 	fh.cmd.Process.Signal(syscall.SIGSTOP)
 	waitFor(t, 30*time.Second, func() (bool, string) {
 		got := firing()
-		return slices.Contains(got, "TickcastFeedStale"), fmt.Sprintf("alerts firing %v after the feed handler stopped", got)
+		return slices.Contains(got, "TickcastFeedStale") && slices.Contains(got, "TickcastFeedHandlerDown"),
+			fmt.Sprintf("alerts firing %v after the feed handler stopped", got)
 	})
 	fh.cmd.Process.Signal(syscall.SIGCONT)
 	t.Logf("firing with the feed handler stopped: %v", firing())

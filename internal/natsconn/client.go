@@ -66,6 +66,9 @@ type ConnConfig struct {
 	// ReconnectWait is the pause between reconnect attempts; default
 	// DefaultReconnectWait.
 	ReconnectWait time.Duration
+	// Metrics, when set, is kept up to date from the connection's events
+	// (connected, lost, reconnected, closed).
+	Metrics *Metrics
 }
 
 // validate checks cfg; errors name the field.
@@ -137,11 +140,11 @@ func (cfg ConnConfig) options(log func(event string, err error)) ([]nats.Option,
 		// Reconnect forever: an authentication failure after a server
 		// restart is reported and retried, not final.
 		nats.IgnoreAuthErrorAbort(),
-		nats.ConnectHandler(func(*nats.Conn) { log(EventConnected, nil) }),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log(EventDisconnected, err) }),
+		nats.ConnectHandler(func(nc *nats.Conn) { cfg.Metrics.up(nc, false); log(EventConnected, nil) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { cfg.Metrics.down(); log(EventDisconnected, err) }),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { rl.failed(err) }),
-		nats.ReconnectHandler(func(*nats.Conn) { rl.reset(); log(EventReconnected, nil) }),
-		nats.ClosedHandler(func(nc *nats.Conn) { log(EventClosed, nc.LastError()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { rl.reset(); cfg.Metrics.up(nc, true); log(EventReconnected, nil) }),
+		nats.ClosedHandler(func(nc *nats.Conn) { cfg.Metrics.down(); log(EventClosed, nc.LastError()) }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if sub != nil {
 				err = fmt.Errorf("subscription %q: %w", sub.Subject, err)

@@ -32,7 +32,9 @@
 // up; a client that reaches a server which refuses it (wrong password, untrusted
 // certificate) fails at once, since retrying would not help. Connection events
 // and asynchronous errors, permission violations among them, are reported to a
-// log function.
+// log function, and kept in a Prometheus collector ([Metrics], set as
+// [ConnConfig.Metrics]): connected or not, reconnects, and the server the
+// connection is on.
 //
 // # Users, roles and permissions
 //

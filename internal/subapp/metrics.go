@@ -13,6 +13,7 @@ import (
 	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/hgrm"
 	"github.com/tickcast/tickcast/internal/metricsrv"
+	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/tickprom"
 	"golang.org/x/sys/unix"
 )
@@ -37,7 +38,10 @@ type appMetrics struct {
 	// relNs is the release time Released was last given: the handler's
 	// message that follows it is the same message, so tick reads it.
 	relNs int64
-	srv   *metricsrv.Server
+	// nats is the NATS connection's state, nil when the subscriber does
+	// not connect to NATS (no recovery, no --transport nats).
+	nats *natsconn.Metrics
+	srv  *metricsrv.Server
 }
 
 // hdrMaxNs is the largest latency the HDR histogram tells apart; longer ones
@@ -136,15 +140,19 @@ func (s *Settings) metricsPortsToTry() int {
 	return metricsPorts
 }
 
-// serve registers sub's collectors and the latency histograms and serves
-// them on --metrics-addr (nothing is served when it is empty), registering
-// the address in --metrics-sd-dir if set.
+// serve registers sub's collectors, the latency histograms and the NATS
+// connection's state (when there is a connection) and serves them on
+// --metrics-addr (nothing is served when it is empty), registering the
+// address in --metrics-sd-dir if set.
 func (m *appMetrics) serve(s *Settings, sub *tickcast.Subscriber, log zerolog.Logger) error {
 	srv, err := metricsrv.StartDefault(s.MetricsAddr, s.metricsPortsToTry(), log)
 	if err != nil {
 		return err
 	}
 	srv.Registry.MustRegister(tickprom.NewSubscriberCollector(sub), m.lat)
+	if m.nats != nil {
+		srv.Registry.MustRegister(m.nats)
+	}
 	if s.MetricsSDDir != "" {
 		path, err := srv.Register(s.MetricsSDDir, "subscriber", map[string]string{"feed": s.FeedName})
 		if err != nil {

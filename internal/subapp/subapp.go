@@ -460,7 +460,10 @@ func (a *App) connect(cfg recovery.ClientConfig) error {
 		inbox = natsconn.UserInboxPrefix(s.User)
 	}
 	var err error
-	a.nc, err = natsconn.Connect(s.Flags.ConnConfig(s.NATSURL, "subscriber", inbox), func(event string, err error) {
+	cc := s.Flags.ConnConfig(s.NATSURL, "subscriber", inbox)
+	a.met.nats = natsconn.NewMetrics()
+	cc.Metrics = a.met.nats
+	a.nc, err = natsconn.Connect(cc, func(event string, err error) {
 		a.log.Warn().Str("event", event).Err(err).Msg("nats")
 	})
 	if err != nil {
