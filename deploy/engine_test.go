@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -127,24 +126,13 @@ func newEngineRun(t *testing.T, cmp []string) *engineRun {
 	e := &engineRun{t: t, cmp: cmp, project: fmt.Sprintf("tickcast-enginetest-%d", os.Getpid()), dir: t.TempDir(),
 		images: map[string]string{}, ports: map[string]int{}, containers: map[string]string{}}
 	for _, name := range []string{"nats", "prometheus", "feedhandler", "subscriber", "subscriber-loss", "subscriber-lost", "subscriber-late"} {
-		e.ports[name] = freePort(t)
+		e.ports[name] = testenv.FreePorts(t, 1)[0]
 	}
-	e.group = fmt.Sprintf("239.77.%d.%d:%d", 100+os.Getpid()%100, 1+os.Getpid()%200, 20000+freePort(t)%20000)
+	e.group = fmt.Sprintf("239.77.%d.%d:%d", 100+os.Getpid()%100, 1+os.Getpid()%200, 20000+testenv.FreePorts(t, 1)[0]%20000)
 	t.Cleanup(e.down)
 	e.buildImages()
 	e.writeOverride()
 	return e
-}
-
-// freePort returns a TCP port free on 127.0.0.1 a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // run runs a command, failing the test with its output if it fails.

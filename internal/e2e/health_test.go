@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"github.com/tickcast/tickcast/internal/testenv"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -31,7 +32,7 @@ func TestHealthChecks(t *testing.T) {
 	ga, _, _ := groups(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	fhAddr, subAddr := freeAddr(t), freeAddr(t)
+	fhAddr, subAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	fh := start(t, ctx, feedhandlerBin, "--group", ga, "--rate", "2000", "--count", "0", "--metrics-addr", fhAddr)
 	fh.waitLog(t, `"publishing"`, 10*time.Second)
 	sub := start(t, ctx, subscriberBin, "--group", ga, "--metrics-addr", subAddr, "--idle-timeout", "30s")
@@ -62,7 +63,7 @@ func TestHealthChecks(t *testing.T) {
 	fh.cmd.Process.Signal(syscall.SIGCONT)
 	until("subscriber after the feed is back", subscriberBin, subURL, 0, "healthy")
 
-	code, out := healthCheck(t, feedhandlerBin, "http://"+freeAddr(t)+"/healthz")
+	code, out := healthCheck(t, feedhandlerBin, "http://"+testenv.FreeAddr(t)+"/healthz")
 	if code != 1 || !strings.Contains(out, "not answering") {
 		t.Fatalf("--health of an address nobody serves: exit %d, %q; want 1, not answering", code, out)
 	}

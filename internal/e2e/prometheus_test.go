@@ -77,7 +77,7 @@ func TestPrometheus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ga, gb, _ := groups(t)
-	fhAddr, sub1Addr, sub2Addr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	fhAddr, sub1Addr, sub2Addr, promAddr := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	natsHost, natsPortStr, _ := net.SplitHostPort(natsAddr(t))
 	natsPort, _ := strconv.Atoi(natsPortStr)
 	natsCfg := natsconn.ServerConfig{Host: natsHost, Port: natsPort}
@@ -319,17 +319,6 @@ func writeRules(t *testing.T, file string, rules []map[string]any, edit func(map
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// freeAddr returns a loopback address with a free TCP port.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func httpGet(t *testing.T, u string) string {

@@ -80,7 +80,7 @@ func TestSubscribersDefaultMetrics(t *testing.T) {
 	if err := os.WriteFile(cfgFile, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	promAddr := freeAddr(t)
+	promAddr := testenv.FreeAddr(t)
 	pp := launch(t, ctx, prom, "--config.file", cfgFile, "--storage.tsdb.path", filepath.Join(dir, "data"),
 		"--web.listen-address", promAddr, "--log.level", "warn")
 	defer func() { pp.cmd.Process.Signal(os.Interrupt); pp.wait(t, 10*time.Second) }()

@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"github.com/tickcast/tickcast/internal/testenv"
 	"math/big"
 	"net"
 	"os"
@@ -271,7 +272,7 @@ func TestReconnect(t *testing.T) {
 }
 
 func TestRetryOnFailedConnect(t *testing.T) {
-	port := freePort(t)
+	port := testenv.FreePorts(t, 1)[0]
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	nc, rec := connect(t, ConnConfig{URL: url, ReconnectWait: 50 * time.Millisecond})
 	if nc.IsConnected() {

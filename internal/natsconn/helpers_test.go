@@ -2,7 +2,6 @@ package natsconn
 
 import (
 	"errors"
-	"net"
 	"net/url"
 	"strconv"
 	"testing"
@@ -111,18 +110,6 @@ func expectNone(t *testing.T, sub *nats.Subscription) {
 	} else if !errors.Is(err, nats.ErrTimeout) {
 		t.Fatalf("%s: %v", sub.Subject, err)
 	}
-}
-
-// freePort returns a loopback port that nothing listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return port
 }
 
 func portOf(t *testing.T, s *Server) int {

@@ -2,6 +2,7 @@ package natsconn
 
 import (
 	"fmt"
+	"github.com/tickcast/tickcast/internal/testenv"
 	"slices"
 	"strings"
 	"testing"
@@ -96,7 +97,7 @@ func TestMetrics(t *testing.T) {
 // not a reconnect.
 func TestMetricsRetryOnFailedConnect(t *testing.T) {
 	m := NewMetrics()
-	port := freePort(t)
+	port := testenv.FreePorts(t, 1)[0]
 	_, rec := connect(t, ConnConfig{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), ReconnectWait: 50 * time.Millisecond, Metrics: m})
 	rec.waitFor(EventReconnectFailed, nil)
 	waitScrape(t, m, map[string]float64{"tickcast_nats_connected{}": 0, "tickcast_nats_reconnects_total{}": 0})

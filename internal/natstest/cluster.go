@@ -6,6 +6,7 @@ package natstest
 
 import (
 	"fmt"
+	"github.com/tickcast/tickcast/internal/testenv"
 	"net"
 	"path/filepath"
 	"slices"
@@ -66,7 +67,7 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	if n < 1 {
 		t.Fatalf("natstest: ClusterOptions.Nodes %d: want at least 1", n)
 	}
-	ports := freePorts(t, 2*n)
+	ports := testenv.FreePorts(t, 2*n)
 	c := &Cluster{t: t, nodes: make([]*natsconn.Server, n)}
 	routes := make([]string, n)
 	for i := range n {
@@ -101,22 +102,6 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	}
 	c.WaitReady()
 	return c
-}
-
-// freePorts returns n distinct loopback ports that nothing listens on
-// right now.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", net.JoinHostPort(natsconn.DefaultHost, "0"))
-		if err != nil {
-			t.Fatalf("natstest: free port: %v", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }
 
 // log passes a node's warnings and errors to the test log.

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -73,4 +74,35 @@ func MulticastGroups(t testing.TB, prefixes ...byte) []netip.AddrPort {
 		out[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, p, x, y}), port)
 	}
 	return out
+}
+
+// FreePorts returns n distinct TCP ports on 127.0.0.1 that nothing listens
+// on right now (each was bound, and all are released together). Another
+// process may take one before the caller binds it; tests accept that small
+// chance.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// FreeAddr returns "127.0.0.1:PORT" for a TCP port nothing listens on right
+// now (see FreePorts).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return "127.0.0.1:" + strconv.Itoa(FreePorts(t, 1)[0])
 }

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -110,5 +112,24 @@ func TestMulticastGroups(t *testing.T) {
 	a, b := g[0].Addr().As4(), g[1].Addr().As4()
 	if a[2] != b[2] || a[3] != b[3] || g[0].Port() != g[1].Port() {
 		t.Errorf("%v and %v differ beyond the prefix", g[0], g[1])
+	}
+}
+
+func TestFreePorts(t *testing.T) {
+	ports := FreePorts(t, 5)
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p <= 0 || seen[p] {
+			t.Fatalf("ports %v: want 5 distinct positive ports", ports)
+		}
+		seen[p] = true
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			t.Fatalf("port %d is not free: %v", p, err)
+		}
+		l.Close()
+	}
+	if a := FreeAddr(t); !strings.HasPrefix(a, "127.0.0.1:") {
+		t.Errorf("FreeAddr %q", a)
 	}
 }
