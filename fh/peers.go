@@ -49,7 +49,11 @@ const recordTimeout = 20 * time.Second
 const freshRecord = 3 * time.Second
 
 // errNoJetStream says the NATS server offers no JetStream.
-var errNoJetStream = errors.New("the NATS server has no JetStream")
+var errNoJetStream = errors.New("fh: the NATS server has no JetStream, which the session record needs")
+
+// recordAttempts bounds how often joinRecord reads the record again: after
+// losing a race to write it, or while its writer is starting.
+const recordAttempts = 20
 
 // joinRecord reads the feed's session record, or writes it, and sets the
 // sessions the feed handler publishes: a peer's, when a feed handler of the
@@ -68,7 +72,7 @@ func (h *FeedHandler) joinRecord() error {
 		return err
 	}
 	key := h.cfg.FeedName
-	for attempt := 1; ; attempt++ {
+	for attempt := 1; attempt <= recordAttempts; attempt++ {
 		entry, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			rec := h.newRecord(identity, nil)
@@ -104,7 +108,7 @@ func (h *FeedHandler) joinRecord() error {
 				peer.Session, natsconn.SessionBucket, key, sessions[0])
 		case err != nil && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout):
 			return fmt.Errorf("fh: ask the feed's peers for their session: %w", err)
-		case err != nil && time.Since(rec.Created) < freshRecord && attempt < 20:
+		case err != nil && time.Since(rec.Created) < freshRecord && attempt < recordAttempts:
 			// Its writer is starting: give it time to answer.
 			time.Sleep(freshRecord / 20)
 			continue
@@ -118,11 +122,10 @@ func (h *FeedHandler) joinRecord() error {
 		next := h.newRecord(identity, sessions)
 		if _, err := kv.Update(ctx, key, next.value(), entry.Revision()); err == nil {
 			return h.startedSessions(next, why)
-		} else if attempt >= 20 {
-			return fmt.Errorf("fh: update the session record %s/%s: %w", natsconn.SessionBucket, key, err)
 		}
 		// A peer updated it first: read it again and join.
 	}
+	return fmt.Errorf("fh: the session record %s/%s changed under every one of %d attempts to take it", natsconn.SessionBucket, key, recordAttempts)
 }
 
 // recordBucket returns the session record's bucket, creating it (replicated

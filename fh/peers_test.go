@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/internal/natstest"
 	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/mold"
@@ -115,4 +116,30 @@ func equalSessions(a, b []mold.Session) bool {
 		}
 	}
 	return true
+}
+
+// Without JetStream (an external server that lacks it), auto keeps the
+// single-instance behaviour and on refuses to start, saying why.
+func TestSessionRecordWithoutJetStream(t *testing.T) {
+	srv, err := natsconn.StartServer(natsconn.ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	for _, mode := range []string{RecordAuto, RecordOn} {
+		syn, _ := feed.NewSynthetic(feed.SyntheticConfig{Seed: 1, Instruments: 10, Channels: 1, Count: 10})
+		var logs testenv.SyncBuffer
+		h, err := New(Config{Source: syn, Channels: 1, GroupA: testGroup(t), NATSURL: srv.ClientURL(), SessionRecord: mode, Log: zerolog.New(&logs)})
+		switch {
+		case mode == RecordAuto && (err != nil || h.sessions != nil || h.rejoin):
+			t.Errorf("auto without JetStream: %v, sessions %v: want a feed handler of its own sessions", err, h.sessions)
+		case mode == RecordAuto && !strings.Contains(logs.String(), "no JetStream"):
+			t.Errorf("auto without JetStream did not say so:\n%s", logs.String())
+		case mode == RecordOn && (err == nil || !strings.Contains(err.Error(), "no JetStream")):
+			t.Errorf("on without JetStream: %v, want an error saying the server has no JetStream", err)
+		}
+		if h != nil {
+			h.Close()
+		}
+	}
 }
