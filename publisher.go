@@ -521,6 +521,26 @@ func (p *Publisher) reached(next []uint64) bool {
 // ErrEnded is returned by Publish after End.
 var ErrEnded = errors.New("tickcast: publisher ended its sessions")
 
+// Leave closes the senders without ending the sessions: another publisher
+// of the same sessions (PublisherConfig.Sessions) carries them on, and an
+// end of session would tell subscribers that nothing more comes. What is
+// unsent is dropped; Publish fails after it.
+func (p *Publisher) Leave() error {
+	if p.closed {
+		return nil
+	}
+	p.closed, p.ended = true, true
+	var firstErr error
+	for _, pc := range p.chans {
+		for _, s := range pc.lines {
+			if err := s.Close(); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return firstErr
+}
+
 // Close ends the sessions (see End) unless that was done, and closes the
 // senders.
 func (p *Publisher) Close() error {

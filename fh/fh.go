@@ -294,9 +294,16 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 			}
 		}})
 	}
-	endErr := h.pub.End()
+	// Asked to stop while a peer publishes the same sessions: they go on
+	// without this feed handler, so it leaves without ending them.
+	left := ctx.Err() != nil && h.sessions != nil && h.peerCarriesOn()
+	var endErr error
+	if !left {
+		endErr = h.pub.End()
+	}
 	elapsed := time.Since(start)
 	switch {
+	case left:
 	case h.cfg.Linger <= 0:
 	case ctx.Err() == nil:
 		h.health.phase.Store(phaseLingering)
@@ -308,7 +315,12 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 		h.linger(h.aborted)
 	}
 	h.closed = true
-	closeErr := h.pub.Close()
+	var closeErr error
+	if left {
+		closeErr = h.pub.Leave()
+	} else {
+		closeErr = h.pub.Close()
+	}
 	if closeErr == nil {
 		closeErr = endErr
 	}
@@ -317,7 +329,7 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 	}
 	h.logEnds()
 	sum := Summary{Publisher: h.pub.Stats(), Recovery: h.rsrv.Stats(), Elapsed: elapsed, ForeignPackets: h.ForeignPackets(),
-		Interrupted: ctx.Err() != nil, DurationReached: ctx.Err() == nil && runCtx.Err() != nil}
+		Interrupted: ctx.Err() != nil, DurationReached: ctx.Err() == nil && runCtx.Err() != nil, LeftToPeer: left}
 	level := zerolog.InfoLevel
 	for _, err := range []error{runErr, closeErr} {
 		if err != nil {
@@ -437,6 +449,10 @@ type Summary struct {
 	// ForeignPackets counts the packets received on the feed's own groups
 	// that the feed handler did not send: another publisher is on them.
 	ForeignPackets uint64
+	// LeftToPeer: stopped while a peer feed handler published the same
+	// sessions (Config.SessionRecord), the feed handler left them to it,
+	// sending no end of session.
+	LeftToPeer bool
 }
 
 // Fields returns the summary as the feed handler's end-of-run summary
@@ -456,6 +472,6 @@ func (s Summary) Fields() map[string]any {
 		"retransmit_answers": rst.Answers, "repairs": rst.Repairs, "requests_suppressed": rst.Suppressed,
 		"recovery_rejected": rst.Rejected, "live_published": rst.LivePublished, "live_skipped": rst.LiveSkipped,
 		"live_dropped": rst.LiveDropped, "foreign_packets": s.ForeignPackets, "session_queries": rst.SessionQueries,
-		"caught_up": st.CaughtUp,
+		"caught_up": st.CaughtUp, "left_to_peer": s.LeftToPeer,
 	}
 }

@@ -295,3 +295,21 @@ func (h *FeedHandler) peerPosition() ([]uint64, bool) {
 	}
 	return target, true
 }
+
+// peerCarriesOn reports whether another feed handler publishes this one's
+// sessions, so that stopping need not end them. It stops answering recovery
+// first, so that its question reaches a peer and not itself, and answers
+// again if no peer does (it then lingers as a single feed handler would).
+func (h *FeedHandler) peerCarriesOn() bool {
+	h.rsrv.Pause()
+	st, err := recovery.QuerySession(h.nc, h.cfg.FeedName, 0, h.cfg.PeerTimeout)
+	if err == nil && st.Session == h.sessions[0] && !st.Ended {
+		h.log.Info().Str("session", st.Session.String()).Uint64("peer_next_seq", st.Next).
+			Msg("stopping: a peer feed handler publishes the sessions, which go on; no end of session")
+		return true
+	}
+	if serr := h.rsrv.Serve(); serr != nil {
+		h.log.Error().Err(serr).Msg("cannot serve recovery again")
+	}
+	return false
+}

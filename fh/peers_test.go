@@ -1,7 +1,9 @@
 package fh
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/netip"
 	"strings"
 	"testing"
@@ -9,8 +11,10 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/internal/natstest"
+	"github.com/tickcast/tickcast/internal/subapp"
 	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/mold"
 )
@@ -141,5 +145,69 @@ func TestSessionRecordWithoutJetStream(t *testing.T) {
 		if h != nil {
 			h.Close()
 		}
+	}
+}
+
+// A feed handler asked to stop while its peer publishes the same sessions
+// leaves them to the peer: no end of session goes out, so a subscriber of
+// both lines goes on with the peer's line and receives everything; the
+// peer ends the sessions at the end of the input.
+func TestStopLeavesSessionsToPeer(t *testing.T) {
+	cluster := natstest.StartCluster(t, natstest.ClusterOptions{Quiet: true})
+	groups := testenv.MulticastGroups(t, 77, 78)
+	var logs testenv.SyncBuffer
+	const count = 30000
+	a, err := hotHot(t, cluster, groups, "a", "synthetic 5", count, &logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+
+	var s subapp.Settings
+	if err := cliconf.Defaults(&s); err != nil {
+		t.Fatal(err)
+	}
+	s.Channels, s.Group, s.GroupB, s.Verify, s.Seed, s.Instruments, s.Expect = 2, groups[0].String(), groups[1].String(), true, 5, 30, count
+	s.NATSURL, s.Format, s.MetricsAddr = cluster.URL(), "none", ""
+	var out bytes.Buffer
+	sub, err := subapp.New(s, zerolog.Nop(), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subDone := make(chan int, 1)
+	go func() { subDone <- sub.Run(context.Background()) }()
+	time.Sleep(100 * time.Millisecond) // subscribed
+
+	aDone := make(chan error, 1)
+	go func() { _, err := a.Run(context.Background()); aDone <- err }()
+	time.Sleep(200 * time.Millisecond)
+	b, err := hotHot(t, cluster, groups, "b", "synthetic 5", count, &logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, stop)
+	bSum, err := b.Run(ctx)
+	if err != nil {
+		t.Fatalf("second feed handler: %v", err)
+	}
+	if !bSum.LeftToPeer || b.pub.Stats().Messages >= count {
+		t.Fatalf("the stopped feed handler published %d of %d messages, left to its peer: %v\n%s", b.pub.Stats().Messages, count, bSum.LeftToPeer, logs.String())
+	}
+	if err := <-aDone; err != nil {
+		t.Fatalf("first feed handler: %v", err)
+	}
+	code := <-subDone
+	var got struct {
+		Received, Missing, SessionsEnded uint64
+		VerifyOK                         bool `json:"verify_ok"`
+	}
+	if err := json.Unmarshal(bytes.ReplaceAll(out.Bytes(), []byte("sessions_ended"), []byte("sessionsended")), &got); err != nil {
+		t.Fatalf("summary %q: %v", out.String(), err)
+	}
+	t.Logf("the second feed handler published %d messages and left; subscriber: exit %d, %+v", b.pub.Stats().Messages, code, got)
+	if code != 0 || !got.VerifyOK || got.Received != count || got.Missing != 0 {
+		t.Errorf("subscriber exit %d, %+v: want all %d verified, none missing", code, got, count)
 	}
 }

@@ -266,6 +266,17 @@ func (s *Server) Serve() error {
 	return nil
 }
 
+// Pause stops answering requests until Serve is called again; the live
+// feed goes on. A feed handler that leaves a queue group pauses first, so
+// that its question to the group reaches a peer.
+func (s *Server) Pause() {
+	for _, sub := range s.subs {
+		sub.Unsubscribe()
+	}
+	s.subs = nil
+	s.nc.Flush()
+}
+
 // LiveInterestEvery is how often a server with ServerConfig.LiveInterest
 // asks whether its live subjects have subscribers. A subscriber that joins
 // the live feed may miss up to this much of it, which it recovers like any
