@@ -13,10 +13,12 @@ import (
 	"github.com/tickcast/tickcast/mold"
 )
 
-// sliceInput serves messages from memory, each recorded 1 µs after the last.
+// sliceInput serves messages from memory, recorded at stamps, or each 1 µs
+// after the last when stamps is nil.
 type sliceInput struct {
-	msgs [][]byte
-	i    int
+	msgs   [][]byte
+	stamps []int64
+	i      int
 }
 
 func (s *sliceInput) Next() ([]byte, int64, error) {
@@ -24,6 +26,9 @@ func (s *sliceInput) Next() ([]byte, int64, error) {
 		return nil, 0, io.EOF
 	}
 	s.i++
+	if s.stamps != nil {
+		return s.msgs[s.i-1], s.stamps[s.i-1], nil
+	}
 	return s.msgs[s.i-1], int64(s.i) * 1000, nil
 }
 
@@ -49,8 +54,15 @@ func (s *tapeSender) Send(d [][]byte) error {
 }
 
 func testExchange(t testing.TB, clock func() int64, lines []*line) *exchange {
-	x, err := newExchange(exchangeConfig{Session: mold.Session([]byte("SILENCE   ")), Heartbeat: time.Hour, MaxDatagram: 200,
-		EndRepeat: 1, Clock: clock, Log: zerolog.Nop()}, lines, newStore(0))
+	return testExchangeConfig(t, exchangeConfig{Clock: clock}, lines)
+}
+
+func testExchangeConfig(t testing.TB, cfg exchangeConfig, lines []*line) *exchange {
+	cfg.Session, cfg.MaxDatagram, cfg.EndRepeat, cfg.Log = mold.Session([]byte("SILENCE   ")), 200, 1, zerolog.Nop()
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = time.Hour
+	}
+	x, err := newExchange(cfg, lines, newStore(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,3 +192,59 @@ func TestExchangeAllocs(t *testing.T) {
 type discardSender struct{}
 
 func (discardSender) Send([][]byte) error { return nil }
+
+// TestRecordedSpeed: at --speed F each message goes out at its recorded time
+// since the first message divided by F, on the exchange's clock, to within
+// the few readings (of 1 ms each) a send takes; a message not yet due sends
+// what is pending; a long pause in the recording is filled with
+// heartbeats. The clock is the test's (1 ms a reading), so nothing here
+// depends on how fast the host is.
+func TestRecordedSpeed(t *testing.T) {
+	msgs := fileMessages(t, snippet)[:60]
+	stamps := make([]int64, len(msgs))
+	for i := range stamps {
+		stamps[i] = 34200e9 + int64(i)*10e3 // 10 µs apart, from 09:30
+		if i >= 40 {
+			stamps[i] += 200e3 // a pause of 200 µs before message 41
+		}
+	}
+	const speed = 0.002 // 10 µs recorded: 5 ms here; the pause: 100 ms
+	clock := &stepClock{}
+	a := &tapeSender{clock: clock}
+	la := &line{out: a, loss: newLossState(Loss{}, 1, 0)}
+	x := testExchangeConfig(t, exchangeConfig{Clock: clock.read, Speed: speed, Heartbeat: 20 * time.Millisecond}, []*line{la})
+	if err := x.run(context.Background(), &sliceInput{msgs: msgs, stamps: stamps}); err != nil {
+		t.Fatal(err)
+	}
+	var first int64
+	var heartbeats int
+	for i, b := range a.pkts {
+		p, err := mold.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.IsHeartbeat() {
+			heartbeats++
+			continue
+		}
+		if p.IsEndOfSession() {
+			continue
+		}
+		if p.Seq == 1 {
+			first = a.at[i]
+		}
+		// Each message is due by the time the next is: one per packet.
+		if p.Messages() != 1 {
+			t.Errorf("packet at %d holds %d messages, want 1 (each is sent before the next is due)", p.Seq, p.Messages())
+		}
+		due := time.Duration(float64(stamps[p.Seq-1]-stamps[0]) / speed)
+		got := time.Duration(a.at[i] - first)
+		if got < due-3*time.Millisecond || got > due+3*time.Millisecond {
+			t.Errorf("message %d sent at +%v, due at +%v", p.Seq, got, due)
+		}
+	}
+	// The 100 ms pause holds 4 or 5 heartbeat intervals of 20 ms.
+	if heartbeats < 3 || uint64(heartbeats) != x.heartbeats {
+		t.Errorf("%d heartbeats sent (%d counted), want some in the 100 ms pause", heartbeats, x.heartbeats)
+	}
+}

@@ -172,7 +172,9 @@ func startReplay(t *testing.T, args ...string) *replayRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replayRun{cancel: cancel, done: make(chan int, 1)}
 	ready := make(chan netip.AddrPort, 1)
-	go func() { r.done <- run(ctx, append(args, "--log-format", "json"), &r.out, &r.errb, func(a netip.AddrPort) { ready <- a }) }()
+	go func() {
+		r.done <- run(ctx, append(args, "--log-format", "json"), &r.out, &r.errb, func(a netip.AddrPort) { ready <- a })
+	}()
 	select {
 	case r.srv = <-ready:
 	case code := <-r.done:
