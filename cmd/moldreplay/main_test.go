@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -301,24 +302,12 @@ func TestLossInjection(t *testing.T) {
 		return missing
 	}
 	first, again, other := lost("7"), lost("7"), lost("8")
-	if !equalSeqs(first, again) {
+	if !slices.Equal(first, again) {
 		t.Errorf("seed 7 lost %v, then %v", first, again)
 	}
-	if equalSeqs(first, other) {
+	if slices.Equal(first, other) {
 		t.Errorf("seeds 7 and 8 lost the same packets %v", first)
 	}
-}
-
-func equalSeqs(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // request sends a re-request from c and returns the answer packets that
