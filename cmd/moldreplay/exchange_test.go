@@ -248,3 +248,32 @@ func TestRecordedSpeed(t *testing.T) {
 		t.Errorf("%d heartbeats sent (%d counted), want some in the 100 ms pause", heartbeats, x.heartbeats)
 	}
 }
+
+// TestRatePacing: at --rate N message i goes out i/N after the first, on the
+// exchange's clock, to within the few readings a send takes.
+func TestRatePacing(t *testing.T) {
+	msgs := fileMessages(t, snippet)[:40]
+	clock := &stepClock{}
+	a := &tapeSender{clock: clock}
+	x := testExchangeConfig(t, exchangeConfig{Clock: clock.read, Rate: 200}, []*line{{out: a, loss: newLossState(Loss{}, 1, 0)}})
+	if err := x.run(context.Background(), &sliceInput{msgs: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	var first int64
+	for i, b := range a.pkts {
+		p, err := mold.Parse(b)
+		if err != nil || p.Messages() == 0 {
+			continue
+		}
+		if p.Seq == 1 {
+			first = a.at[i]
+		}
+		due := time.Duration(p.Seq-1) * 5 * time.Millisecond // 200/s
+		if got := time.Duration(a.at[i] - first); p.Messages() != 1 || got < due-3*time.Millisecond || got > due+3*time.Millisecond {
+			t.Errorf("packet at %d (%d messages) sent at +%v, due at +%v", p.Seq, p.Messages(), got, due)
+		}
+	}
+	if x.messages != uint64(len(msgs)) {
+		t.Errorf("%d messages published, want %d", x.messages, len(msgs))
+	}
+}
