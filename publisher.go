@@ -566,6 +566,12 @@ func (p *Publisher) Close() error {
 type RunConfig struct {
 	// Rate is messages per second; 0 publishes as fast as possible.
 	Rate float64
+	// Speed, when positive, paces the source at its messages' recorded
+	// times (feed.Header.ExchangeNs, relative to the first message) times
+	// Speed, and Rate is ignored: a replayed file keeps its bursts and lulls
+	// (pace.NewSpeed). Run then reads each message before it is due, and
+	// moves its RecvNs on by the time it was held.
+	Speed float64
 	// Spin is how long before a message is due Run stops sleeping in the
 	// kernel and spins on the clock; 0 means pace.DefaultSpin, a negative
 	// value spins the whole time (the lowest jitter, one core busy).
@@ -597,6 +603,10 @@ func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) erro
 	defer runtime.UnlockOSThread()
 	var m feed.Msg
 	pacer := pace.New(rc.Rate, Now, rc.Spin)
+	if rc.Speed > 0 {
+		ahead := &readAhead{src: src}
+		src, pacer = ahead, pace.NewSpeed(rc.Speed, ahead.stamp, Now, rc.Spin)
+	}
 	done := ctx.Done()
 	// soft passes ErrSend to OnError and carries on; a closed transport or
 	// any other error ends the run.
@@ -660,4 +670,37 @@ func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) erro
 			return err
 		}
 	}
+}
+
+// readAhead is a source read one message ahead, so that a recorded-speed
+// pacer learns when the next message was recorded before Run waits for it.
+// It is allocated once per Run and copies messages, never allocating.
+type readAhead struct {
+	src  feed.Source
+	m    feed.Msg
+	err  error
+	held bool  // m (or err) is read and not yet returned by Next
+	at   int64 // Now when m was read
+}
+
+// stamp is the pace.Stamp of the next message: its ExchangeNs.
+func (r *readAhead) stamp(uint64) (int64, bool) {
+	if !r.held {
+		r.err, r.held, r.at = r.src.Next(&r.m), true, Now()
+	}
+	return r.m.ExchangeNs, r.err == nil
+}
+
+// Next implements feed.Source.
+func (r *readAhead) Next(m *feed.Msg) error {
+	if !r.held {
+		return r.src.Next(m)
+	}
+	r.held = false
+	if r.err != nil {
+		return r.err
+	}
+	*m = r.m
+	m.RecvNs += Now() - r.at // held until due: received when released
+	return nil
 }

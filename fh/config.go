@@ -70,6 +70,11 @@ type Config struct {
 
 	// Rate is messages per second; 0 publishes as fast as possible.
 	Rate float64
+	// Speed, when positive, paces the source at the recorded times of its
+	// messages (feed.Header.ExchangeNs, relative to the first message)
+	// times Speed, instead of at Rate, which must then be 0 (package pace,
+	// NewSpeed). 0: pace by Rate.
+	Speed float64
 	// PaceSpin is how long before each message the pacer spins instead of
 	// sleeping; 0 means pace.DefaultSpin, a negative value always spins.
 	PaceSpin time.Duration
@@ -268,6 +273,10 @@ func (c *Config) validatePublishing() error {
 		return invalid("SendBatch", c.SendBatch, "want 1..1024")
 	case c.Rate < 0:
 		return invalid("Rate", c.Rate, "must not be negative")
+	case c.Speed < 0:
+		return invalid("Speed", c.Speed, "must not be negative")
+	case c.Speed > 0 && c.Rate > 0:
+		return invalid("Speed", c.Speed, "cannot be combined with Rate %v: pace by one or the other", c.Rate)
 	case c.Duration < 0:
 		return invalid("Duration", c.Duration, "must not be negative")
 	case c.Linger < 0:

@@ -287,7 +287,7 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 	case runErr == io.EOF:
 		runErr = nil // the input ended while catching up
 	case runErr == nil:
-		runErr = h.pub.Run(runCtx, h.cfg.Source, tickcast.RunConfig{Rate: h.cfg.Rate, Spin: h.cfg.PaceSpin, OnError: func(err error) {
+		runErr = h.pub.Run(runCtx, h.cfg.Source, tickcast.RunConfig{Rate: h.cfg.Rate, Speed: h.cfg.Speed, Spin: h.cfg.PaceSpin, OnError: func(err error) {
 			unknown++
 			if unknown <= 10 || unknown%10000 == 0 {
 				h.log.Warn().Err(err).Int("errors", unknown).Msg("publish error (the run goes on)")

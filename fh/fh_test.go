@@ -116,6 +116,8 @@ func TestBadConfig(t *testing.T) {
 		{"MaxDatagram", func(c *Config) { c.MaxDatagram = 40 }, "40"},
 		{"SendBatch", func(c *Config) { c.SendBatch = 2000 }, "1..1024"},
 		{"Rate", func(c *Config) { c.Rate = -1 }, "negative"},
+		{"Speed", func(c *Config) { c.Speed = -1 }, "negative"},
+		{"Speed", func(c *Config) { c.Speed, c.Rate = 1, 5000 }, "cannot be combined with Rate"},
 		{"StoreBytes", func(c *Config) { c.StoreBytes = 100 }, "65535"},
 		{"FeedName", func(c *Config) { c.FeedName = "a.b" }, "a.b"},
 		{"NATSListen", func(c *Config) { c.NATSListen = "4222" }, "host:port"},

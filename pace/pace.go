@@ -11,6 +11,11 @@
 // where the gap between events is shorter than the spin stretch, the Pacer
 // spins as before.
 //
+// A Pacer spaces events either at a fixed rate (New) or as they were
+// recorded, sped up or slowed down by a factor (NewSpeed): a replayed capture
+// or ITCH file keeps its bursts and its quiet stretches. Both are the same
+// Pacer with the same waits; only Due differs.
+//
 // A Pacer is used by one goroutine, which should be locked to its OS thread
 // (runtime.LockOSThread): the timer slack is a per-thread setting.
 package pace
@@ -29,12 +34,22 @@ const DefaultSpin = 60 * time.Microsecond
 // Clock returns the time in nanoseconds on some monotonic clock.
 type Clock func() int64
 
-// Pacer spaces events Interval apart, starting at Start, on Clock.
+// Pacer spaces events a fixed interval apart (New), or at their recorded
+// times scaled by a speed factor (NewSpeed), on its clock.
 type Pacer struct {
 	clock    Clock
 	start    int64
-	interval float64 // ns between events; 0: no pacing
+	interval float64 // ns between events; 0: no pacing at a rate
 	spin     int64   // ns before an event spent spinning
+
+	// Recorded-speed pacing (NewSpeed); stamp is nil for a rate.
+	stamp   Stamp
+	factor  float64
+	first   int64 // recorded time of the first event
+	begun   bool  // first and start are set
+	cached  bool  // dueI and due hold the last answer of Due
+	dueI    uint64
+	dueTime int64
 
 	// Sleeps and Spins count the waits that slept and the clock reads made
 	// while spinning, for diagnostics and tests.
@@ -50,6 +65,32 @@ func New(rate float64, clock Clock, spin time.Duration) *Pacer {
 	if rate > 0 {
 		p.interval = 1e9 / rate
 	}
+	p.setSpin(spin)
+	return p
+}
+
+// Stamp returns the recorded time, in nanoseconds on any clock (an ITCH
+// timestamp counts from midnight), of event i, and false when there is no
+// event i (the input ended). A Pacer asks for each event once, in order of
+// i, and again only after a false.
+type Stamp func(i uint64) (ns int64, ok bool)
+
+// NewSpeed returns a Pacer that spaces events as they were recorded, sped
+// up by factor (2: twice as fast; 0.5: half as fast): event i is due
+// (stamp(i) - stamp(0)) / factor after the clock reading taken when Due is
+// first called, so a recording that starts mid-day starts at once. An event
+// recorded before the first is due when the first was. A factor of 0 or less does not
+// pace, like a rate of 0. spin is as for New.
+func NewSpeed(factor float64, stamp Stamp, clock Clock, spin time.Duration) *Pacer {
+	p := &Pacer{clock: clock}
+	if factor > 0 {
+		p.stamp, p.factor = stamp, factor
+	}
+	p.setSpin(spin)
+	return p
+}
+
+func (p *Pacer) setSpin(spin time.Duration) {
 	switch {
 	case spin == 0:
 		p.spin = int64(DefaultSpin)
@@ -62,19 +103,38 @@ func New(rate float64, clock Clock, spin time.Duration) *Pacer {
 	// Best effort: without it the spin stretch still absorbs the lateness
 	// when it is longer than the slack.
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	return p
 }
 
-// Due returns when event i (counting from 0) is due.
-func (p *Pacer) Due(i uint64) int64 { return p.start + int64(float64(i)*p.interval) }
+// Due returns when event i (counting from 0) is due. For a recorded-speed
+// Pacer the first call starts the schedule; an event the Stamp does not
+// have is due at once (0).
+func (p *Pacer) Due(i uint64) int64 {
+	if p.stamp == nil {
+		return p.start + int64(float64(i)*p.interval)
+	}
+	if p.cached && p.dueI == i {
+		return p.dueTime
+	}
+	ts, ok := p.stamp(i)
+	if !ok {
+		return 0
+	}
+	if !p.begun {
+		p.begun, p.first, p.start = true, ts, p.clock()
+	}
+	// A day is under 2^47 ns: the float64 keeps every nanosecond.
+	d := max(0, ts-p.first)
+	p.cached, p.dueI, p.dueTime = true, i, p.start+int64(float64(d)/p.factor)
+	return p.dueTime
+}
 
 // Paced reports whether the Pacer paces at all.
-func (p *Pacer) Paced() bool { return p.interval > 0 }
+func (p *Pacer) Paced() bool { return p.interval > 0 || p.stamp != nil }
 
 // Until returns how long before event i is due, on the Pacer's clock, from
 // now (negative or 0 when it is due).
 func (p *Pacer) Until(i uint64, now int64) time.Duration {
-	if p.interval == 0 {
+	if !p.Paced() {
 		return 0
 	}
 	return time.Duration(p.Due(i) - now)
@@ -102,7 +162,7 @@ func (p *Pacer) Nap(d time.Duration) int64 {
 // Coarse returns how long the caller may sleep in the kernel before event i
 // from now: the time until the spin stretch begins, or 0.
 func (p *Pacer) Coarse(i uint64, now int64) time.Duration {
-	if p.interval == 0 || p.spin < 0 {
+	if !p.Paced() || p.spin < 0 {
 		return 0
 	}
 	return max(0, time.Duration(p.Due(i)-p.spin-now))
@@ -112,7 +172,7 @@ func (p *Pacer) Coarse(i uint64, now int64) time.Duration {
 // sleep for the coarse part, a spin for the last stretch.
 func (p *Pacer) Wait(i uint64) int64 {
 	now := p.clock()
-	if p.interval == 0 {
+	if !p.Paced() {
 		return now
 	}
 	if d := p.Coarse(i, now); d > 0 {

@@ -50,6 +50,7 @@ type Settings struct {
 	Count       uint64        `flag:"count" default:"1000000" help:"messages to publish, then end the session (0 = no limit)"`
 	Duration    time.Duration `flag:"duration" default:"0s" help:"publish for this long, then end the session (0 = no limit; with --count, whichever comes first)"`
 	Rate        float64       `flag:"rate" default:"100000" help:"messages per second (0 = as fast as possible), paced by a kernel sleep and a spin on the clock for the last --pace-spin before each message"`
+	Speed       float64       `flag:"speed" default:"0" help:"with itch:PATH, pace at the file's recorded speed times this factor (its ITCH timestamps, from the first message: 1 real time, 10 ten times faster), instead of --rate, which must then not be set (0 = pace by --rate)"`
 	PaceSpin    time.Duration `flag:"pace-spin" default:"60us" help:"how long before each message the pacer spins instead of sleeping (negative: always spin, one core busy)"`
 	Pregenerate bool          `flag:"pregenerate" help:"with the synthetic source, generate every message (--count of them, at most 10,000,000; 160 bytes each) before publishing starts, so that benchmarks measure distribution without generation"`
 	Instruments int           `flag:"instruments" default:"100" help:"synthetic instruments"`
@@ -127,6 +128,8 @@ func (s *Settings) validate() error {
 		return cliconf.Invalid("repair-window", "%v: must be positive", s.RepairWindow)
 	case s.PeerTimeout <= 0:
 		return cliconf.Invalid("peer-timeout", "%v: must be positive", s.PeerTimeout)
+	case s.Speed < 0:
+		return cliconf.Invalid("speed", "%v: must not be negative", s.Speed)
 	case s.Demo && s.Count == 0:
 		return cliconf.Invalid("count", "0 (no limit) cannot be combined with --demo, which ends when the feed does")
 	}
@@ -137,7 +140,7 @@ func (s *Settings) validate() error {
 var flagOf = map[string]string{
 	"Source": "source", "Channels": "channels", "GroupA": "group", "GroupB": "group-b", "Interface": "iface",
 	"Transport": "transport", "TTL": "ttl", "MaxDatagram": "max-datagram", "MaxDelay": "max-delay",
-	"Heartbeat": "heartbeat", "SendBatch": "send-batch", "Rate": "rate", "PaceSpin": "pace-spin",
+	"Heartbeat": "heartbeat", "SendBatch": "send-batch", "Rate": "rate", "Speed": "speed", "PaceSpin": "pace-spin",
 	"Duration": "duration", "Linger": "linger", "FeedName": "feed-name", "NATSURL": "nats-url",
 	"NATSListen": "nats-listen", "NATSUsers": "nats-users", "StoreMessages": "store-messages",
 	"StoreBytes": "store-bytes", "MaxRetransmit": "max-retransmit", "RateLimit": "rate-limit",
@@ -176,11 +179,18 @@ func (s *Settings) config() (fh.Config, error) {
 	c := fh.Config{
 		SourceName: s.Source, Channels: s.Channels, Transport: s.Transport, TTL: s.TTL,
 		MaxDatagram: s.MaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
-		Rate: s.Rate, PaceSpin: s.PaceSpin, Duration: s.Duration, Linger: s.Linger, LingerOnStop: true,
+		Rate: s.Rate, Speed: s.Speed, PaceSpin: s.PaceSpin, Duration: s.Duration, Linger: s.Linger, LingerOnStop: true,
 		FeedName: s.FeedName, NATSURL: s.NATSURL, NATSListen: s.NATSListen, NATS: s.Flags, NATSLive: s.NATSLive,
 		StoreMessages: s.StoreMessages, StoreBytes: s.StoreBytes, MaxRetransmit: s.MaxRetransmit, RateLimit: s.RateLimit,
 		RepairWindow: s.RepairWindow, RecoveryQueue: s.RecoveryQueue, Watch: s.WatchGroups, MetricsAddr: s.MetricsAddr,
 		Line: s.Line, SessionRecord: s.SessionRecord, PeerTimeout: s.PeerTimeout,
+	}
+	if s.Speed > 0 {
+		// --rate's default paces the synthetic source; --speed replaces it.
+		if _, set := s.Origins["rate"]; set {
+			return c, cliconf.Invalid("speed", "cannot be combined with --rate (set to %v): pace by one or the other", s.Rate)
+		}
+		c.Rate = 0
 	}
 	if _, set := s.Origins["max-datagram"]; !set && s.Transport == "rdma" {
 		c.MaxDatagram = 0 // the RDMA port's active MTU

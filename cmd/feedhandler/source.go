@@ -31,6 +31,8 @@ func validateSource(s *Settings) error {
 		return cliconf.Invalid("demo", "the verifying subscriber checks the synthetic source only, not %q", s.Source)
 	case !isITCH && s.DryRun:
 		return cliconf.Invalid("dry-run", "applies to --source itch:PATH only")
+	case !isITCH && s.Speed != 0:
+		return cliconf.Invalid("speed", "the synthetic source has no recorded timestamps to follow; pace it with --rate")
 	case isITCH && s.Pregenerate:
 		return cliconf.Invalid("pregenerate", "applies to the synthetic source only, not %q", s.Source)
 	case s.Pregenerate && (s.Count == 0 || s.Count > maxPregenerate):

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/tickcast/tickcast/internal/cliconf"
 )
 
 const snippet = "../../testdata/itch/12302019_SNIPPET.NASDAQ_ITCH50"
@@ -72,5 +74,22 @@ func TestITCHSettings(t *testing.T) {
 		if code != 2 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %q", c.args, code, errb.String(), c.want)
 		}
+	}
+}
+
+// TestSpeedReplacesRate: --speed on an ITCH file paces by the recorded times,
+// so the feed handler's configuration has no rate (the --rate default is for
+// the synthetic source).
+func TestSpeedReplacesRate(t *testing.T) {
+	var s Settings
+	if err := cliconf.Load("feedhandler", []string{"--source", "itch:" + snippet, "--speed", "2.5"}, env(nil), &s); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := s.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Speed != 2.5 || cfg.Rate != 0 {
+		t.Errorf("--speed 2.5: fh.Config Speed %v Rate %v, want 2.5 and 0", cfg.Speed, cfg.Rate)
 	}
 }

@@ -1,0 +1,369 @@
+// Command moldreplay is a test exchange: it serves an ITCH 5.0 file (plain or
+// gzip) as a live exchange-style MoldUDP64 feed on an A and an optional B
+// multicast line, and answers MoldUDP64 re-requests over UDP unicast as an
+// exchange's re-request server does.
+//
+// Usage:
+//
+//	moldreplay --itch FILE [--group A] [--group-b B] [--rerequest HOST:PORT] [flags]
+//
+// The messages are the file's, unchanged and in order, numbered from 1 in
+// one session (--session, or derived from the file name). They are paced at
+// the file's recorded speed times --speed (by the ITCH timestamps, from the
+// first message: a file that starts mid-day starts at once), at --rate
+// messages per second, or as fast as possible (--speed 0). A packet goes out
+// when it is full or when the next message is not yet due; a line idle for
+// --heartbeat sends a heartbeat; at the end, end of session is sent
+// --end-repeat times.
+//
+// Loss is injected per line and seeded (--seed), so runs repeat: --loss-a P
+// loses a data packet with probability P, each loss dropping --burst-a
+// packets in a row, and --silence-a FROM:UNTIL silences the line (every
+// packet) in that window of time after the first packet; likewise for B.
+// Lost packets were still published: the re-request server answers for
+// them.
+//
+// The re-request server (--rerequest) takes standard 20-byte MoldUDP64
+// request packets (session, sequence, count) and answers each with ordinary
+// downstream packets sent to the requester's address: one packet's worth of
+// messages, or up to --max-count in as many packets as needed. A request for
+// another session, for a sequence not yet published, or for one older than
+// the store holds is not answered, as an exchange drops such requests; a
+// datagram that is no request is counted and logged. --rerequest-off,
+// --rerequest-stop-after and --rerequest-garbage make it fail on purpose.
+// After end of session it keeps answering for --linger.
+//
+// At the end it prints one JSON summary line on stdout. Bad flags exit 2
+// with a message naming the flag; an input that is not valid ITCH exits 1
+// after the summary. Settings come from flags only (no environment
+// variables, so that a feed handler's TICKCAST_* settings do not reach the
+// exchange). See docs/moldreplay.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+	"unicode"
+
+	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/internal/logging"
+	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/ud/udp"
+)
+
+// settings are moldreplay's flags.
+type settings struct {
+	itch, session, group, groupB, iface string
+	ttl, maxDatagram, endRepeat         int
+	speed, rate                         float64
+	heartbeat, linger                   time.Duration
+	loss                                [2]float64
+	burst                               [2]int
+	silence                             [2]string
+	seed, store                         uint64
+	rerequest                           string
+	maxCount                            int
+	rerequestOff, rerequestGarbage      bool
+	rerequestStopAfter                  time.Duration
+	logFormat, logLevel                 string
+	set                                 map[string]bool // flags given
+}
+
+func newFlagSet(s *settings, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("moldreplay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&s.itch, "itch", "", "ITCH 5.0 file to serve, in NASDAQ's format, plain or gzip (required)")
+	fs.StringVar(&s.session, "session", "", "MoldUDP64 session, 1 to 10 printable ASCII characters (empty: the first 10 letters and digits of the file name, upper-cased)")
+	fs.StringVar(&s.group, "group", "239.77.100.1:32001", "A-line multicast group:port")
+	fs.StringVar(&s.groupB, "group-b", "", "B-line multicast group:port (empty: no B line)")
+	fs.StringVar(&s.iface, "iface", "127.0.0.1", "IPv4 address of the interface to send on")
+	fs.IntVar(&s.ttl, "ttl", 0, "multicast TTL (0 keeps packets on this host)")
+	fs.IntVar(&s.maxDatagram, "max-datagram", 1472, "largest packet in bytes, for the feed and the re-request answers")
+	fs.Float64Var(&s.speed, "speed", 1, "pace at the file's recorded speed times this factor, by its ITCH timestamps from the first message (2: twice as fast; 0: as fast as possible)")
+	fs.Float64Var(&s.rate, "rate", 0, "pace at this many messages per second instead of the recorded speed; cannot be combined with --speed")
+	fs.DurationVar(&s.heartbeat, "heartbeat", time.Second, "idle time after which a line sends a heartbeat")
+	fs.IntVar(&s.endRepeat, "end-repeat", 3, "times end of session is sent at the end, 100ms (or --heartbeat, if shorter) apart")
+	for i, l := range []string{"a", "b"} {
+		L := strings.ToUpper(l)
+		fs.Float64Var(&s.loss[i], "loss-"+l, 0, "probability, 0..1, that a data packet on line "+L+" starts a loss (heartbeats are not lost)")
+		fs.IntVar(&s.burst[i], "burst-"+l, 1, "data packets each loss on line "+L+" drops in a row")
+		fs.StringVar(&s.silence[i], "silence-"+l, "", "FROM:UNTIL, e.g. 2s:5s: line "+L+" sends nothing (data, heartbeats, end of session) in this window after the first packet")
+	}
+	fs.Uint64Var(&s.seed, "seed", 1, "seed of the loss injection: the same seed loses the same packets of the same feed")
+	fs.Uint64Var(&s.store, "store-messages", 10_000_000, "published messages kept for re-requests, the oldest dropped first (0: all; about 40 bytes each)")
+	fs.StringVar(&s.rerequest, "rerequest", "", "HOST:PORT to answer MoldUDP64 re-requests on, UDP unicast (empty: no re-request server)")
+	fs.IntVar(&s.maxCount, "max-count", 0, "most messages one re-request is answered with, in as many packets as needed (0: one packet's worth, as exchanges answer)")
+	fs.BoolVar(&s.rerequestOff, "rerequest-off", false, "receive and count re-requests but answer none (a re-request server that is gone)")
+	fs.DurationVar(&s.rerequestStopAfter, "rerequest-stop-after", 0, "stop answering re-requests this long after start (0: never)")
+	fs.BoolVar(&s.rerequestGarbage, "rerequest-garbage", false, "answer re-requests with malformed packets, a different fault in turn")
+	fs.DurationVar(&s.linger, "linger", 5*time.Second, "with --rerequest, keep answering this long after end of session")
+	fs.StringVar(&s.logFormat, "log-format", "auto", "auto (console on a terminal, else json), console or json; logs go to stderr")
+	fs.StringVar(&s.logLevel, "log-level", "info", "debug, info, warn or error")
+	return fs
+}
+
+// flagError is a bad flag: it names the flag, and exits 2.
+func flagError(name, format string, args ...any) error {
+	return fmt.Errorf("--%s: %s", name, fmt.Sprintf(format, args...))
+}
+
+// options are the checked settings.
+type options struct {
+	session        mold.Session
+	groups         []netip.AddrPort
+	iface          netip.Addr
+	loss           [2]Loss
+	rerequest      netip.AddrPort
+	serveRerequest bool
+}
+
+// check validates s and returns what it means.
+func (s *settings) check() (options, error) {
+	var o options
+	var err error
+	switch {
+	case s.itch == "":
+		return o, flagError("itch", "the ITCH 5.0 file to serve is required")
+	case s.set["speed"] && s.set["rate"]:
+		return o, flagError("speed", "cannot be combined with --rate: pace by one or the other")
+	case s.speed < 0:
+		return o, flagError("speed", "%v: must not be negative", s.speed)
+	case s.rate < 0:
+		return o, flagError("rate", "%v: must not be negative", s.rate)
+	case s.ttl < 0 || s.ttl > 255:
+		return o, flagError("ttl", "%d: want 0..255", s.ttl)
+	case s.maxDatagram < mold.HeaderLen+mold.BlockHdrLen+64 || s.maxDatagram > 65507:
+		return o, flagError("max-datagram", "%d: want %d..65507", s.maxDatagram, mold.HeaderLen+mold.BlockHdrLen+64)
+	case s.heartbeat <= 0:
+		return o, flagError("heartbeat", "%v: must be positive", s.heartbeat)
+	case s.endRepeat < 1:
+		return o, flagError("end-repeat", "%d: must be at least 1", s.endRepeat)
+	case s.maxCount < 0 || s.maxCount > mold.MaxCount:
+		return o, flagError("max-count", "%d: want 0..%d", s.maxCount, mold.MaxCount)
+	case s.linger < 0:
+		return o, flagError("linger", "%v: must not be negative", s.linger)
+	case s.rerequestStopAfter < 0:
+		return o, flagError("rerequest-stop-after", "%v: must not be negative", s.rerequestStopAfter)
+	}
+	if s.set["rate"] {
+		s.speed = 0
+	}
+	name := s.session
+	if name == "" {
+		name = sessionFromFile(s.itch)
+	}
+	if o.session, err = mold.ParseSession(name); err != nil {
+		return o, flagError("session", "%v", err)
+	}
+	for i, g := range []string{s.group, s.groupB} {
+		flagName := []string{"group", "group-b"}[i]
+		if g == "" {
+			if i == 0 {
+				return o, flagError(flagName, "the A line's group is required")
+			}
+			break
+		}
+		ap, err := tickcast.ParseGroup(g)
+		if err != nil {
+			return o, flagError(flagName, "%v", err)
+		}
+		o.groups = append(o.groups, ap)
+	}
+	if o.iface, err = netip.ParseAddr(s.iface); err != nil || !o.iface.Is4() {
+		return o, flagError("iface", "%q is not an IPv4 address", s.iface)
+	}
+	for i, l := range []string{"a", "b"} {
+		switch {
+		case s.loss[i] < 0 || s.loss[i] > 1:
+			return o, flagError("loss-"+l, "%v: want a probability, 0..1", s.loss[i])
+		case s.burst[i] < 1:
+			return o, flagError("burst-"+l, "%d: must be at least 1", s.burst[i])
+		}
+		w, err := parseWindow(s.silence[i])
+		if err != nil {
+			return o, flagError("silence-"+l, "%v", err)
+		}
+		o.loss[i] = Loss{P: s.loss[i], Burst: s.burst[i], Silence: w}
+	}
+	if (s.loss[1] > 0 || s.set["burst-b"] || s.silence[1] != "") && len(o.groups) < 2 {
+		return o, flagError("group-b", "loss on line B (--loss-b, --burst-b, --silence-b) needs a B line")
+	}
+	if s.rerequest != "" {
+		if o.rerequest, err = netip.ParseAddrPort(s.rerequest); err != nil || !o.rerequest.Addr().Is4() {
+			return o, flagError("rerequest", "%q: want an IPv4 HOST:PORT", s.rerequest)
+		}
+		o.serveRerequest = true
+	} else if s.rerequestOff || s.rerequestGarbage || s.rerequestStopAfter > 0 || s.maxCount > 0 {
+		return o, flagError("rerequest", "the re-request flags need a re-request server: set --rerequest HOST:PORT")
+	}
+	return o, nil
+}
+
+// sessionFromFile derives a session from a file name: its first 10 letters
+// and digits, upper-cased ("12302019_SNIPPET.NASDAQ_ITCH50" gives
+// "12302019SN"), or REPLAY when it has none.
+func sessionFromFile(path string) string {
+	var b strings.Builder
+	for _, r := range filepath.Base(path) {
+		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) && b.Len() < mold.SessionLen {
+			b.WriteRune(unicode.ToUpper(r))
+		}
+	}
+	if b.Len() == 0 {
+		return "REPLAY"
+	}
+	return b.String()
+}
+
+// Summary is the JSON line printed at the end.
+type Summary struct {
+	Session string `json:"session"`
+	// Packets and Messages count the data packets and messages published
+	// (sent, or lost on purpose, on each line).
+	Packets      uint64          `json:"packets"`
+	Messages     uint64          `json:"messages"`
+	Heartbeats   uint64          `json:"heartbeats"`
+	EndOfSession uint64          `json:"end_of_session"`
+	Lines        map[string]any  `json:"lines"`
+	Rerequest    *RerequestStats `json:"rerequest,omitempty"`
+	ElapsedS     float64         `json:"elapsed_s"`
+	Error        string          `json:"error,omitempty"`
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
+	stop()
+	os.Exit(code)
+}
+
+// run is the program: it returns the exit code. ready, if not nil, is given
+// the re-request server's address (or the zero address) once the sockets
+// are open, for tests.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(netip.AddrPort)) int {
+	var s settings
+	fs := newFlagSet(&s, stderr)
+	usage := func() {
+		fmt.Fprint(stdout, "Usage: moldreplay --itch FILE [flags]\n\nServes an ITCH 5.0 file as a MoldUDP64 feed on an A and an optional B multicast line,\nwith injected loss, and answers MoldUDP64 re-requests (docs/moldreplay.md).\nSettings come from flags only.\n\n")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+	}
+	// The flag package prints a bad flag's error (naming it) to stderr; the
+	// usage goes to stdout, and only when asked for.
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage()
+			return 0
+		}
+		fmt.Fprintln(stderr, "moldreplay: run with --help for the flags")
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "moldreplay: unexpected argument %q (the file goes after --itch)\n", fs.Arg(0))
+		return 2
+	}
+	s.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { s.set[f.Name] = true })
+	o, err := s.check()
+	if err != nil {
+		fmt.Fprintf(stderr, "moldreplay: %v\n", err)
+		return 2
+	}
+	log, err := logging.New(s.logFormat, s.logLevel, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "moldreplay: --log: %v\n", err)
+		return 2
+	}
+	f, err := os.Open(s.itch)
+	if err != nil {
+		fmt.Fprintf(stderr, "moldreplay: --itch: %v\n", err)
+		return 2
+	}
+	defer f.Close()
+	in, err := newITCHInput(f)
+	if err != nil {
+		fmt.Fprintf(stderr, "moldreplay: --itch %s: %v\n", s.itch, err)
+		return 1
+	}
+	st := newStore(s.store)
+	var lines []*line
+	for i, g := range o.groups {
+		snd, err := udp.NewSender(udp.Config{Group: g.Addr(), Port: int(g.Port()), Interface: o.iface, TTL: s.ttl, MaxDatagram: s.maxDatagram})
+		if err != nil {
+			fmt.Fprintf(stderr, "moldreplay: %s: %v\n", []string{"--group", "--group-b"}[i], err)
+			return 2
+		}
+		defer snd.Close()
+		lines = append(lines, &line{out: snd, loss: newLossState(o.loss[i], s.seed, i), stats: LineStats{Group: g.String()}})
+	}
+	var srv *rerequestServer
+	if o.serveRerequest {
+		srv, err = listenRerequest(o.rerequest, rerequestConfig{Session: o.session, MaxCount: s.maxCount, MaxDatagram: s.maxDatagram,
+			Off: s.rerequestOff, StopAfter: s.rerequestStopAfter, Garbage: s.rerequestGarbage, Log: log}, st)
+		if err != nil {
+			fmt.Fprintf(stderr, "moldreplay: --rerequest: %v\n", err)
+			return 2
+		}
+	}
+	x, err := newExchange(exchangeConfig{Session: o.session, Speed: s.speed, Rate: s.rate, Heartbeat: s.heartbeat,
+		MaxDatagram: s.maxDatagram, EndRepeat: s.endRepeat, EndInterval: min(s.heartbeat, 100*time.Millisecond),
+		Clock: monoClock(), Log: log}, lines, st)
+	if err != nil {
+		fmt.Fprintf(stderr, "moldreplay: %v\n", err)
+		return 2
+	}
+	if ready != nil {
+		var addr netip.AddrPort
+		if srv != nil {
+			addr = srv.Addr()
+		}
+		ready(addr)
+	}
+	log.Info().Str("itch", s.itch).Str("session", o.session.String()).Str("groups", fmt.Sprint(o.groups)).
+		Float64("speed", s.speed).Float64("rate", s.rate).Msg("serving")
+	start := time.Now()
+	runErr := x.run(ctx, in)
+	code := 0
+	if runErr != nil {
+		log.Error().Err(runErr).Msg("input")
+		code = 1
+	}
+	sum := Summary{Session: o.session.String(), Packets: x.packets, Messages: x.messages, Heartbeats: x.heartbeats,
+		EndOfSession: x.endSent, Lines: map[string]any{}}
+	for i, l := range lines {
+		sum.Lines[[]string{"a", "b"}[i]] = l.stats
+	}
+	if srv != nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(s.linger):
+		}
+		st := srv.Close()
+		sum.Rerequest = &st
+	}
+	sum.ElapsedS = time.Since(start).Seconds()
+	if runErr != nil {
+		sum.Error = runErr.Error()
+	}
+	b, _ := json.Marshal(sum)
+	fmt.Fprintln(stdout, string(b))
+	return code
+}
+
+// monoClock returns a monotonic clock in nanoseconds since the call.
+func monoClock() func() int64 {
+	t0 := time.Now()
+	return func() int64 { return int64(time.Since(t0)) + 1 }
+}
