@@ -152,7 +152,7 @@ func (d *DatagramReader) decode(rec *Record) (Datagram, bool, error) {
 		if len(b) < 1 {
 			return Datagram{}, false, bad(rec, "IP header", "empty packet")
 		}
-		if b[0]>>4 != 4 {
+		if b[0]>>4 == 6 && rec.LinkType == LinkRaw {
 			d.counts.NotUDP++ // IPv6 over raw IP
 			return Datagram{}, false, nil
 		}
