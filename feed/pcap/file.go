@@ -403,7 +403,11 @@ func (r *Reader) interfaceBlock(num int, off int64, b []byte) error {
 				in.tsDiv *= 10
 			}
 		}
-		o = o[4+(n+3)&^3:]
+		if adv := 4 + (n+3)&^3; adv < len(o) {
+			o = o[adv:]
+		} else {
+			break
+		}
 	}
 	r.ifaces = append(r.ifaces, in)
 	return nil

@@ -47,7 +47,7 @@ type Config struct {
 
 // reorderWindow is how far ahead of a gap messages wait for it to fill: the
 // A and B copies of a packet lie close together in a capture.
-const reorderWindow = 1 << 14
+const reorderWindow = 1 << 12
 
 // reorderSlot holds every ITCH 5.0 message (the longest is 50 bytes).
 const reorderSlot = 64
