@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -237,7 +238,7 @@ func TestFragmented(t *testing.T) {
 	if err != nil || r.err != nil {
 		t.Fatalf("%v %v", err, r.err)
 	}
-	if want := realCounts["Multiple.Packets.pcap"]; !sameCounts(r.itch, want) || r.mold.Gaps != 1 {
+	if want := realCounts["Multiple.Packets.pcap"]; !maps.Equal(r.itch, want) || r.mold.Gaps != 1 {
 		t.Errorf("ITCH %v, mold %+v; want %v and the one gap", r.itch, r.mold, want)
 	}
 	if r.counts.Reassembled != uint64(fragmented) || r.counts.Incomplete != 0 || r.counts.Malformed != 0 {
@@ -249,7 +250,7 @@ func TestFragmented(t *testing.T) {
 		t.Fatalf("%v %v", err, r.err)
 	}
 	want := map[string]uint64{"A": 367, "U": 225, "F": 193, "D": 167, "E": 28, "X": 6, "I": 4, "P": 4, "Q": 4, "S": 1, "C": 1}
-	if !sameCounts(r.itch, want) {
+	if !maps.Equal(r.itch, want) {
 		t.Errorf("snippet ITCH counts %v, want %v", r.itch, want)
 	}
 	n := uint64(len(snippet))

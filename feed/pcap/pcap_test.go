@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -94,18 +95,6 @@ func readCapture(t testing.TB, path string, cfg Config) (result, error) {
 	return r, nil
 }
 
-func sameCounts(a, b map[string]uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 // tshark runs tshark on path and returns its fields, one slice per packet.
 func tshark(t *testing.T, path string, fields ...string) [][]string {
 	t.Helper()
@@ -136,7 +125,7 @@ func TestRealCaptures(t *testing.T) {
 			if err != nil || r.err != nil {
 				t.Fatalf("%v %v", err, r.err)
 			}
-			if !sameCounts(r.itch, want) {
+			if !maps.Equal(r.itch, want) {
 				t.Errorf("ITCH counts %v, want %v", r.itch, want)
 			}
 			frames := uint64(len(tshark(t, path, "frame.number")))
@@ -229,7 +218,7 @@ func TestVariants(t *testing.T) {
 			if err != nil || r.err != nil {
 				t.Fatalf("%v %v", err, r.err)
 			}
-			if !sameCounts(r.itch, want) || r.mold.DuplicatePackets != c.dups || r.mold.Gaps != 1 || r.counts.Malformed != 0 {
+			if !maps.Equal(r.itch, want) || r.mold.DuplicatePackets != c.dups || r.mold.Gaps != 1 || r.counts.Malformed != 0 {
 				t.Errorf("ITCH %v, mold %+v, counts %+v; want %v, %d duplicate packets, 1 gap", r.itch, r.mold, r.counts, want, c.dups)
 			}
 			checkTimes(t, c.path, c.format)
@@ -368,7 +357,7 @@ func TestBigEndian(t *testing.T) {
 	}
 	le, err1 := readCapture(t, captureFile(t, "Multiple.Packets.pcap"), Config{})
 	be, err2 := readCapture(t, path, Config{})
-	if err1 != nil || err2 != nil || be.err != nil || !sameCounts(be.itch, le.itch) || be.mold != le.mold {
+	if err1 != nil || err2 != nil || be.err != nil || !maps.Equal(be.itch, le.itch) || be.mold != le.mold {
 		t.Errorf("big-endian %v %v %+v, little-endian %+v", err2, be.err, be.mold, le.mold)
 	}
 }
