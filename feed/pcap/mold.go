@@ -24,7 +24,7 @@ type MoldCounts struct {
 	DuplicatePackets uint64 `json:"duplicate_packets"` // packets that brought nothing new (the other line's copy)
 	Duplicates       uint64 `json:"duplicates"`        // messages dropped as already handed on
 	Reordered        uint64 `json:"reordered"`         // messages that came early and waited for a gap to fill
-	Gaps             uint64 `json:"gaps"`              // sequence gaps detected after the first message
+	Gaps             uint64 `json:"gaps"`              // sequence gaps detected after the first message, filled later or not
 	Missing          uint64 `json:"missing"`           // messages never captured, after the first
 	OtherSession     uint64 `json:"other_session"`     // packets of another session, dropped
 	FirstSeq         uint64 `json:"first_seq"`         // sequence number of the first message captured

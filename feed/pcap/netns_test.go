@@ -206,7 +206,7 @@ func snippetPackets(t *testing.T, maxDatagram int) [][]byte {
 // reads as the original capture does once the fragments are reassembled:
 // the README's counts for Multiple.Packets, and the snippet's documented
 // counts for the whole ITCH snippet framed 1,400 bytes a packet, every
-// packet sent twice (lines A and B).
+// packet sent twice (lines A and B), two of them out of order.
 func TestFragmented(t *testing.T) {
 	orig := captureFile(t, "Multiple.Packets.pcap")
 	// The datagrams the kernel must fragment: payload, UDP and IP headers
@@ -225,7 +225,16 @@ func TestFragmented(t *testing.T) {
 		}
 	}
 	snippet := snippetPackets(t, 1400)
-	for _, p := range snippet {
+	// The fourth packet is sent before the third: a gap, filled a packet
+	// later.
+	order := make([][]byte, len(snippet))
+	copy(order, snippet)
+	order[2], order[3] = order[3], order[2]
+	early, err := mold.Parse(snippet[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range order {
 		send = appendDatagram(send, 26478, p)
 		send = appendDatagram(send, 26478, p)
 		if len(p)+28 > mtu {
@@ -255,8 +264,10 @@ func TestFragmented(t *testing.T) {
 	}
 	n := uint64(len(snippet))
 	if r.counts.Datagrams != 2*n || r.counts.Reassembled != uint64(fragmented) || r.mold.DuplicatePackets != n ||
-		r.mold.Gaps != 0 || r.mold.FirstSeq != 1 || r.mold.Messages != 1000 {
-		t.Errorf("counts %+v %+v: want %d datagrams, %d reassembled, %d duplicate packets, no gap", r.counts, r.mold, 2*n, fragmented, n)
+		r.mold.Gaps != 1 || r.mold.Missing != 0 || r.mold.Reordered != uint64(early.Messages()) ||
+		r.mold.FirstSeq != 1 || r.mold.Messages != 1000 {
+		t.Errorf("counts %+v %+v: want %d datagrams, %d reassembled, %d duplicate packets, 1 gap filled by %d reordered messages",
+			r.counts, r.mold, 2*n, fragmented, n, early.Messages())
 	}
 	t.Run("allocs", func(t *testing.T) { allocsPerMessage(t, path) })
 }
