@@ -25,7 +25,8 @@ import (
 // a network namespace, sends (see TestMain).
 const sendEnv = "TICKCAST_PCAP_SEND"
 
-// captureEnv names the capture file tcpdump writes, for the sender.
+// captureEnv names the capture files tcpdump writes, comma-separated, for
+// the sender.
 const captureEnv = "TICKCAST_PCAP_CAPTURE"
 
 // TestMain lets the test binary serve as the sender inside a network
@@ -54,7 +55,7 @@ const probePort = 9
 // sendDatagrams sends each datagram of the file to 127.0.0.1:port, where a
 // socket of its own receives them (so that no ICMP error comes back). It
 // starts once tcpdump is capturing: it sends probes to probePort until the
-// capture file (captureEnv) holds more than its header.
+// capture files (captureEnv) hold more than their headers.
 func sendDatagrams(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -69,7 +70,13 @@ func sendDatagrams(path string) error {
 		return err
 	}
 	for i := 0; ; i++ {
-		if fi, err := os.Stat(os.Getenv(captureEnv)); err == nil && fi.Size() > pcapHdrLen {
+		capturing := true
+		for _, c := range strings.Split(os.Getenv(captureEnv), ",") {
+			if fi, err := os.Stat(c); err != nil || fi.Size() <= pcapHdrLen {
+				capturing = false
+			}
+		}
+		if capturing {
 			break
 		}
 		if i == 500 {
@@ -95,10 +102,11 @@ func sendDatagrams(path string) error {
 }
 
 // netnsCapture sends the datagrams of the file at send inside a new network
-// namespace whose loopback has the given MTU, captures them with tcpdump,
-// and returns the capture's path. The kernel fragments every datagram
-// larger than the MTU.
-func netnsCapture(t *testing.T, send []byte, mtu int) string {
+// namespace whose loopback has the given MTU, captures them with tcpdump on
+// each of ifaces at once ("lo": Ethernet; "any": Linux cooked), and returns
+// the captures' paths. The kernel fragments every datagram larger than the
+// MTU.
+func netnsCapture(t *testing.T, send []byte, mtu int, ifaces ...string) []string {
 	t.Helper()
 	testenv.NeedRoot(t)
 	ipBin := testenv.NeedTool(t, "ip")
@@ -115,55 +123,70 @@ func netnsCapture(t *testing.T, send []byte, mtu int) string {
 	run("-n", ns, "link", "set", "lo", "mtu", fmt.Sprint(mtu), "up")
 
 	dir := t.TempDir()
-	capture := filepath.Join(dir, "lo.pcap")
-	dump := exec.Command(ipBin, "netns", "exec", ns, tcpdump, "-i", "lo", "-n", "-U", "--immediate-mode", "-s", "2048", "-B", "16384", "-Z", "root", "-w", capture, "udp")
-	stderr, err := dump.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	var captures []string
+	var dumps []*exec.Cmd
+	var tails []chan string
+	stop := func() {
+		for i, d := range dumps {
+			d.Process.Signal(os.Interrupt)
+			t.Logf("tcpdump -i %s: %s", ifaces[i], strings.TrimSpace(<-tails[i]))
+			d.Wait()
+		}
 	}
-	if err := dump.Start(); err != nil {
-		t.Fatal(err)
+	for _, iface := range ifaces {
+		capture := filepath.Join(dir, iface+".pcap")
+		dump := exec.Command(ipBin, "netns", "exec", ns, tcpdump, "-i", iface, "-n", "-U", "--immediate-mode",
+			"-s", "2048", "-B", "16384", "-Z", "root", "-w", capture, "udp")
+		stderr, err := dump.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dump.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(stderr)
+		for lines.Scan() && !strings.Contains(lines.Text(), "listening on") {
+			t.Logf("tcpdump: %s", lines.Text())
+		}
+		// "listening on" comes before the capture does: the sender waits
+		// for its probes to show in the file.
+		tail := make(chan string, 1)
+		go func() {
+			b, _ := io.ReadAll(stderr)
+			tail <- string(b)
+		}()
+		captures, dumps, tails = append(captures, capture), append(dumps, dump), append(tails, tail)
 	}
-	lines := bufio.NewScanner(stderr)
-	for lines.Scan() && !strings.Contains(lines.Text(), "listening on") {
-		t.Logf("tcpdump: %s", lines.Text())
-	}
-	// "listening on" comes before the capture does: the sender waits for
-	// its probes to show in the file.
-	tail := make(chan string, 1)
-	go func() {
-		b, _ := io.ReadAll(stderr)
-		tail <- string(b)
-	}()
 
 	sendFile := filepath.Join(dir, "send")
 	if err := os.WriteFile(sendFile, send, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sender := exec.Command(ipBin, "netns", "exec", ns, os.Args[0])
-	sender.Env = append(os.Environ(), sendEnv+"="+sendFile, captureEnv+"="+capture)
+	sender.Env = append(os.Environ(), sendEnv+"="+sendFile, captureEnv+"="+strings.Join(captures, ","))
 	if b, err := sender.CombinedOutput(); err != nil {
-		dump.Process.Signal(os.Interrupt)
-		dump.Wait()
+		stop()
 		t.Fatalf("sender: %v: %s", err, b)
 	}
-	// tcpdump writes each packet as it comes (-U): stop it once the file
-	// has stopped growing.
+	// tcpdump writes each packet as it comes (-U): stop once the files
+	// have stopped growing.
 	for size, still := int64(-1), 0; still < 5; time.Sleep(50 * time.Millisecond) {
-		fi, err := os.Stat(capture)
-		if err != nil {
-			t.Fatal(err)
+		var total int64
+		for _, c := range captures {
+			fi, err := os.Stat(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += fi.Size()
 		}
-		if fi.Size() == size {
+		if total == size {
 			still++
 		} else {
-			size, still = fi.Size(), 0
+			size, still = total, 0
 		}
 	}
-	dump.Process.Signal(os.Interrupt)
-	t.Logf("tcpdump: %s", strings.TrimSpace(<-tail))
-	dump.Wait()
-	return capture
+	stop()
+	return captures
 }
 
 // snippetPackets frames the real ITCH snippet in MoldUDP64 packets of at
@@ -241,8 +264,15 @@ func TestFragmented(t *testing.T) {
 			fragmented += 2
 		}
 	}
-	path := netnsCapture(t, send, mtu)
+	for i, path := range netnsCapture(t, send, mtu, "lo", "any") {
+		t.Run([]string{"Ethernet", "Linux cooked"}[i], func(t *testing.T) {
+			checkFragmented(t, path, fragmented, snippet, early)
+		})
+	}
+}
 
+// checkFragmented checks a capture TestFragmented made.
+func checkFragmented(t *testing.T, path string, fragmented int, snippet [][]byte, early mold.Packet) {
 	r, err := readCapture(t, path, Config{Dst: mustAddrPort("127.0.0.1:26477")})
 	if err != nil || r.err != nil {
 		t.Fatalf("%v %v", err, r.err)
@@ -269,7 +299,7 @@ func TestFragmented(t *testing.T) {
 		t.Errorf("counts %+v %+v: want %d datagrams, %d reassembled, %d duplicate packets, 1 gap filled by %d reordered messages",
 			r.counts, r.mold, 2*n, fragmented, n, early.Messages())
 	}
-	t.Run("allocs", func(t *testing.T) { allocsPerMessage(t, path) })
+	allocsPerMessage(t, path)
 }
 
 // allocsPerMessage: reading the ITCH messages of a capture of fragmented
