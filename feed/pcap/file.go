@@ -212,9 +212,6 @@ func (r *Reader) read(b []byte, num int, off int64, field string) error {
 	if err == nil {
 		return nil
 	}
-	if err == io.EOF && field == "" {
-		return io.EOF
-	}
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return &FormatError{Record: num, Offset: off, Field: field,
 			Reason: fmt.Sprintf("file ends after %d of %d bytes", n, len(b)), Err: io.ErrUnexpectedEOF}
