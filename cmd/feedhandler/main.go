@@ -44,9 +44,9 @@ import (
 
 // Settings are the feed handler's settings.
 type Settings struct {
-	Source      string        `flag:"source" default:"synthetic" help:"upstream feed: synthetic, or itch:PATH (NASDAQ ITCH 5.0 file, plain or gzip)"`
-	DryRun      bool          `flag:"dry-run" help:"with itch:PATH, read the whole file and print counts as JSON, publishing nothing"`
-	ITCHOrders  int           `flag:"itch-orders" default:"1048576" help:"with itch:PATH, capacity of the order table (live orders; occupancy is logged and in --dry-run)"`
+	Source      string        `flag:"source" default:"synthetic" help:"upstream feed: synthetic, itch:PATH (NASDAQ ITCH 5.0 file, plain or gzip), or pcap:PATH[:GROUP:PORT] (pcap or pcapng capture of MoldUDP64/ITCH 5.0 packets, only those sent to GROUP:PORT if given; docs/pcap.md)"`
+	DryRun      bool          `flag:"dry-run" help:"with itch:PATH or pcap:PATH, read the whole file and print counts as JSON, publishing nothing"`
+	ITCHOrders  int           `flag:"itch-orders" default:"1048576" help:"with itch:PATH or pcap:PATH, capacity of the order table (live orders; occupancy is logged and in --dry-run)"`
 	Count       uint64        `flag:"count" default:"1000000" help:"messages to publish, then end the session (0 = no limit)"`
 	Duration    time.Duration `flag:"duration" default:"0s" help:"publish for this long, then end the session (0 = no limit; with --count, whichever comes first)"`
 	Rate        float64       `flag:"rate" default:"100000" help:"messages per second (0 = as fast as possible), paced by a kernel sleep and a spin on the clock for the last --pace-spin before each message"`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -12,28 +13,66 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/feed/itch"
+	"github.com/tickcast/tickcast/feed/pcap"
 	"github.com/tickcast/tickcast/internal/cliconf"
+	"github.com/tickcast/tickcast/seqgap"
 	"golang.org/x/term"
 )
 
-// itchPrefix starts a --source that names an ITCH 5.0 file.
-const itchPrefix = "itch:"
+// itchPrefix starts a --source that names an ITCH 5.0 file, pcapPrefix one
+// that names a capture of MoldUDP64/ITCH 5.0 packets.
+const (
+	itchPrefix = "itch:"
+	pcapPrefix = "pcap:"
+)
+
+// fileSource is a --source that names a file: itch:PATH or
+// pcap:PATH[:GROUP:PORT].
+type fileSource struct {
+	pcap bool
+	path string
+	dst  netip.AddrPort // pcap: the datagrams kept (zero: all)
+}
+
+// parseFileSource parses --source; ok is false for the synthetic source.
+// A pcap: path may hold colons: only a trailing :GROUP:PORT that parses as
+// an IPv4 address and port is taken as the filter.
+func parseFileSource(source string) (fs fileSource, ok bool) {
+	if path, ok := strings.CutPrefix(source, itchPrefix); ok {
+		return fileSource{path: path}, true
+	}
+	rest, ok := strings.CutPrefix(source, pcapPrefix)
+	if !ok {
+		return fileSource{}, false
+	}
+	fs = fileSource{pcap: true, path: rest}
+	if i := strings.LastIndexByte(rest, ':'); i > 0 {
+		if j := strings.LastIndexByte(rest[:i], ':'); j >= 0 {
+			if dst, err := netip.ParseAddrPort(rest[j+1:]); err == nil && dst.Addr().Is4() {
+				fs.path, fs.dst = rest[:j], dst
+			}
+		}
+	}
+	return fs, true
+}
 
 // validateSource checks --source and the settings that depend on it.
 func validateSource(s *Settings) error {
-	itchPath, isITCH := strings.CutPrefix(s.Source, itchPrefix)
+	fs, isFile := parseFileSource(s.Source)
 	switch {
-	case s.Source != "synthetic" && !isITCH:
-		return cliconf.Invalid("source", "%q: want synthetic or itch:PATH", s.Source)
-	case isITCH && itchPath == "":
+	case s.Source != "synthetic" && !isFile:
+		return cliconf.Invalid("source", "%q: want synthetic, itch:PATH or pcap:PATH[:GROUP:PORT]", s.Source)
+	case isFile && !fs.pcap && fs.path == "":
 		return cliconf.Invalid("source", "%q: itch: needs the path of an ITCH 5.0 file (plain or gzip)", s.Source)
-	case isITCH && s.Demo:
+	case isFile && fs.pcap && fs.path == "":
+		return cliconf.Invalid("source", "%q: pcap: needs the path of a pcap or pcapng capture, optionally followed by :GROUP:PORT", s.Source)
+	case isFile && s.Demo:
 		return cliconf.Invalid("demo", "the verifying subscriber checks the synthetic source only, not %q", s.Source)
-	case !isITCH && s.DryRun:
-		return cliconf.Invalid("dry-run", "applies to --source itch:PATH only")
-	case !isITCH && s.Speed != 0:
+	case !isFile && s.DryRun:
+		return cliconf.Invalid("dry-run", "applies to --source itch:PATH or pcap:PATH only")
+	case !isFile && s.Speed != 0:
 		return cliconf.Invalid("speed", "the synthetic source has no recorded timestamps to follow; pace it with --rate")
-	case isITCH && s.Pregenerate:
+	case isFile && s.Pregenerate:
 		return cliconf.Invalid("pregenerate", "applies to the synthetic source only, not %q", s.Source)
 	case s.Pregenerate && (s.Count == 0 || s.Count > maxPregenerate):
 		return cliconf.Invalid("pregenerate", "needs --count between 1 and %d (each message is held in memory), not %d", maxPregenerate, s.Count)
@@ -42,12 +81,12 @@ func validateSource(s *Settings) error {
 }
 
 // openSource opens the source --source names and returns it with the
-// function that releases it. For an ITCH file, --count limits the messages
-// published only when it is set explicitly (its default would cut a day's
-// file short), and progress is logged as the file is read.
+// function that releases it. For an ITCH file or a capture, --count limits
+// the messages published only when it is set explicitly (its default would
+// cut a day's file short), and progress is logged as the file is read.
 func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source, func(), error) {
-	path, isITCH := strings.CutPrefix(s.Source, itchPrefix)
-	if !isITCH {
+	fs, isFile := parseFileSource(s.Source)
+	if !isFile {
 		src, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: s.Seed, Instruments: s.Instruments, Channels: s.Channels, Count: s.Count})
 		if err != nil || !s.Pregenerate {
 			return src, func() {}, err
@@ -55,7 +94,7 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 		pre, err := pregenerate(src, s.Count)
 		return pre, func() {}, err
 	}
-	f, src, err := openITCH(path, s.ITCHOrders)
+	f, src, msgs, err := openFile(fs, s.ITCHOrders, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -63,7 +102,7 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 	if _, set := s.Origins["count"]; set {
 		limit = s.Count
 	}
-	p := &progress{Source: src, file: f, limit: limit, log: log, level: zerolog.DebugLevel, start: time.Now()}
+	p := &progress{Source: src, pcap: msgs, file: f, limit: limit, log: log, level: zerolog.DebugLevel, start: time.Now()}
 	p.last = p.start
 	if isTerminal(stderr) {
 		p.level = zerolog.InfoLevel
@@ -73,13 +112,14 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 
 // identity names the input for the feed's session record: every feed
 // handler of a session publishes the same messages, so its peers must
-// have the same synthetic settings, or the same ITCH file (its SHA-256)
-// and limit.
+// have the same synthetic settings, or the same ITCH file or capture (its
+// SHA-256, and the capture's filter) and limit.
 func identity(s *Settings) (string, error) {
-	path, isITCH := strings.CutPrefix(s.Source, itchPrefix)
-	if !isITCH {
+	fs, isFile := parseFileSource(s.Source)
+	if !isFile {
 		return fmt.Sprintf("synthetic seed=%d instruments=%d channels=%d count=%d", s.Seed, s.Instruments, s.Channels, s.Count), nil
 	}
+	path := fs.path
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -92,6 +132,9 @@ func identity(s *Settings) (string, error) {
 	limit := uint64(0)
 	if _, set := s.Origins["count"]; set {
 		limit = s.Count
+	}
+	if fs.pcap {
+		return fmt.Sprintf("pcap sha256=%x dst=%v channels=%d count=%d", h.Sum(nil), fs.dst, s.Channels, limit), nil
 	}
 	return fmt.Sprintf("itch sha256=%x channels=%d count=%d", h.Sum(nil), s.Channels, limit), nil
 }
@@ -155,21 +198,59 @@ func (f *countingFile) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func openITCH(path string, orders int) (*countingFile, *itch.Source, error) {
-	osf, err := os.Open(path)
+// maxLoggedMalformed is how many malformed capture records are logged one
+// by one; the rest are counted only.
+const maxLoggedMalformed = 20
+
+// openFile opens an ITCH file or a capture and its normalizer; msgs is the
+// capture's reader (nil for an ITCH file).
+func openFile(fs fileSource, orders int, log zerolog.Logger) (f *countingFile, src *itch.Source, msgs *pcap.Messages, err error) {
+	osf, err := os.Open(fs.path)
 	if err != nil {
-		return nil, nil, cliconf.Invalid("source", "%v", err)
+		return nil, nil, nil, cliconf.Invalid("source", "%v", err)
 	}
-	f := &countingFile{File: osf}
+	f = &countingFile{File: osf}
 	if fi, err := osf.Stat(); err == nil {
 		f.size = fi.Size()
 	}
-	src, err := itch.NewSource(f, itch.Config{OrderCapacity: orders})
+	cfg := itch.Config{OrderCapacity: orders}
+	if !fs.pcap {
+		src, err = itch.NewSource(f, cfg)
+	} else if msgs, err = pcap.NewMessages(f, pcapConfig(fs, log)); err == nil {
+		src, err = itch.NewMessageSource(msgs, cfg)
+	}
 	if err != nil {
 		osf.Close()
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", fs.path, err)
 	}
-	return f, src, nil
+	return f, src, msgs, nil
+}
+
+// pcapConfig configures a capture's reader to log what it skips and the
+// sequence gaps it finds.
+func pcapConfig(fs fileSource, log zerolog.Logger) pcap.Config {
+	malformed := 0
+	return pcap.Config{
+		Dst: fs.dst,
+		OnMalformed: func(err error) {
+			if malformed++; malformed <= maxLoggedMalformed {
+				log.Warn().Err(err).Msg("pcap record skipped")
+			}
+			if malformed == maxLoggedMalformed {
+				log.Warn().Msg("further malformed pcap records are counted, not logged")
+			}
+		},
+		OnEvent: func(ev *seqgap.Event) {
+			e := log.Info()
+			if ev.Kind == seqgap.EventGap || ev.Kind == seqgap.EventLost {
+				e = log.Warn().Stringer("range", ev.Range).Uint64("messages", ev.Range.Len())
+			}
+			if ev.Kind == seqgap.EventLost {
+				e = e.Stringer("reason", ev.Reason)
+			}
+			e.Str("session", ev.Session.String()).Msg("pcap sequence " + ev.Kind.String())
+		},
+	}
 }
 
 // progressEvery is how many messages pass between two looks at the clock,
@@ -180,6 +261,7 @@ const progressEvery = 1 << 12
 // stops after limit messages (0: no limit).
 type progress struct {
 	*itch.Source
+	pcap    *pcap.Messages // the capture's reader, for its counts; nil for an ITCH file
 	file    *countingFile
 	limit   uint64
 	n       uint64
@@ -244,13 +326,22 @@ type dryRunReport struct {
 	OrdersHigh   int               `json:"orders_high_water"`
 	OrdersCap    int               `json:"orders_capacity"`
 	ElapsedS     float64           `json:"elapsed_s"`
-	Error        string            `json:"error,omitempty"`
+	// Pcap counts a capture's records, datagrams and MoldUDP64 packets
+	// (pcap: sources only).
+	Pcap  *pcapReport `json:"pcap,omitempty"`
+	Error string      `json:"error,omitempty"`
 }
 
-// dryRun reads the whole ITCH file through the normalizer without
-// publishing, and prints counts as one JSON object on stdout. It returns the
-// exit code: 0, or 1 if the file is not valid ITCH (the counts up to the
-// fault are still printed).
+// pcapReport is a capture's counts in --dry-run's report.
+type pcapReport struct {
+	pcap.Counts
+	pcap.MoldCounts
+}
+
+// dryRun reads the whole ITCH file or capture through the normalizer
+// without publishing, and prints counts as one JSON object on stdout. It
+// returns the exit code: 0, or 1 if the file is not valid ITCH or the
+// capture is cut short (the counts up to the fault are still printed).
 func dryRun(s *Settings, log zerolog.Logger, stdout, stderr io.Writer) int {
 	src, release, err := openSource(s, log, stderr)
 	if err != nil {
@@ -293,6 +384,9 @@ func dryRun(s *Settings, log zerolog.Logger, stdout, stderr io.Writer) int {
 	}
 	if st.Empty > 0 {
 		r.Skipped["empty"] = st.Empty
+	}
+	if p.pcap != nil {
+		r.Pcap = &pcapReport{*p.pcap.Counts(), *p.pcap.MoldCounts()}
 	}
 	code := 0
 	if err != io.EOF {

@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tickcast/tickcast/internal/cliconf"
+	"github.com/tickcast/tickcast/internal/testenv"
 )
 
 const snippet = "../../testdata/itch/12302019_SNIPPET.NASDAQ_ITCH50"
@@ -67,6 +71,10 @@ func TestITCHSettings(t *testing.T) {
 		{[]string{"--source", "itch:/no/such/file", "--dry-run"}, "source"},
 		{[]string{"--source", "itch:" + snippet, "--demo"}, "demo"},
 		{[]string{"--dry-run"}, "dry-run"},
+		{[]string{"--source", "pcap:"}, "source"},
+		{[]string{"--source", "pcap:/no/such/file", "--dry-run"}, "source"},
+		{[]string{"--source", "pcap:x.pcap", "--demo"}, "demo"},
+		{[]string{"--source", "pcap:x.pcap", "--pregenerate"}, "pregenerate"},
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer
@@ -91,5 +99,136 @@ func TestSpeedReplacesRate(t *testing.T) {
 	}
 	if cfg.Speed != 2.5 || cfg.Rate != 0 {
 		t.Errorf("--speed 2.5: fh.Config Speed %v Rate %v, want 2.5 and 0", cfg.Speed, cfg.Rate)
+	}
+}
+
+// captures holds the real NASDAQ captures, read in place (see
+// ../shared/testdata/README.md).
+const captures = "../../../shared/testdata/itch-pcap"
+
+func captureFile(t *testing.T, name string) string {
+	t.Helper()
+	p := filepath.Join(captures, name)
+	_, err := os.Stat(p)
+	testenv.Need(t, "itch-pcap", err == nil, "the real captures are not at "+captures)
+	return p
+}
+
+// pcapDryRun is the part of --dry-run's report a capture adds.
+type pcapDryRun struct {
+	Messages uint64            `json:"messages"`
+	ITCH     map[string]uint64 `json:"itch"`
+	Error    string            `json:"error"`
+	Pcap     struct {
+		Records   uint64 `json:"records"`
+		Datagrams uint64 `json:"datagrams"`
+		Filtered  uint64 `json:"filtered"`
+		Packets   uint64 `json:"mold_packets"`
+		Gaps      uint64 `json:"gaps"`
+		Missing   uint64 `json:"missing"`
+		FirstSeq  uint64 `json:"first_seq"`
+		Malformed uint64 `json:"malformed"`
+		Session   string `json:"session"`
+	} `json:"pcap"`
+}
+
+// TestDryRunPcap: --dry-run on a real capture reports the README's ITCH
+// counts and the capture's: two records and packets, and the gap between
+// sequences 14764496 (one message) and 19009117. A filter on another port
+// keeps nothing.
+func TestDryRunPcap(t *testing.T) {
+	path := captureFile(t, "Multiple.Packets.pcap")
+	for _, c := range []struct {
+		source   string
+		messages uint64
+	}{
+		{"pcap:" + path, 39},
+		{"pcap:" + path + ":233.54.12.111:26477", 39},
+		{"pcap:" + path + ":233.54.12.111:26478", 0},
+	} {
+		var out, errb bytes.Buffer
+		code := run([]string{"--source", c.source, "--dry-run", "--log-format", "json"}, env(nil), &out, &errb)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.source, code, errb.String())
+		}
+		var r pcapDryRun
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		if r.Messages != c.messages || r.Pcap.Records != 2 {
+			t.Errorf("%s: %s", c.source, out.String())
+		}
+		if c.messages == 0 {
+			if r.Pcap.Filtered != 2 || r.Pcap.Datagrams != 0 {
+				t.Errorf("%s: %s, want both datagrams filtered", c.source, out.String())
+			}
+			continue
+		}
+		if want := map[string]uint64{"A": 36, "F": 2, "D": 1}; !equal(r.ITCH, want) || r.Pcap.Datagrams != 2 ||
+			r.Pcap.Packets != 2 || r.Pcap.Gaps != 1 || r.Pcap.FirstSeq != 14764496 || r.Pcap.Missing != 19009117-14764497 ||
+			r.Pcap.Session != "000010059B" {
+			t.Errorf("%s: %s", c.source, out.String())
+		}
+		if !strings.Contains(errb.String(), `"range":"14764497..19009116"`) {
+			t.Errorf("%s: the gap is not logged: %s", c.source, errb.String())
+		}
+	}
+}
+
+// TestDryRunPcapTruncated: a capture cut short (head -c) prints the counts
+// of what was readable and the error naming the record, and exits 1; a
+// capture of another link type exits 2 naming it.
+func TestDryRunPcapTruncated(t *testing.T) {
+	path := captureFile(t, "Multiple.Packets.pcap")
+	head := testenv.NeedTool(t, "head")
+	b, err := exec.Command(head, "-c", "1600", path).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.pcap")
+	if err := os.WriteFile(cut, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"--source", "pcap:" + cut, "--dry-run", "--log-format", "json"}, env(nil), &out, &errb)
+	var r pcapDryRun
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if code != 1 || r.Messages != 1 || !strings.Contains(r.Error, "record 2") || !strings.Contains(r.Error, "file ends") {
+		t.Errorf("exit %d, report %s; want exit 1, one message and an error naming record 2", code, out.String())
+	}
+
+	editcap := testenv.NeedTool(t, "editcap")
+	wifi := filepath.Join(t.TempDir(), "wifi.pcap")
+	if b, err := exec.Command(editcap, "-T", "ieee-802-11", "-F", "pcap", path, wifi).CombinedOutput(); err != nil {
+		t.Fatalf("editcap: %v: %s", err, b)
+	}
+	out.Reset()
+	errb.Reset()
+	code = run([]string{"--source", "pcap:" + wifi, "--dry-run"}, env(nil), &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), "link type") || !strings.Contains(errb.String(), "IEEE 802.11") {
+		t.Errorf("exit %d, stderr %q; want exit 2 naming the link type", code, errb.String())
+	}
+}
+
+func TestParseFileSource(t *testing.T) {
+	cases := []struct {
+		source, path, dst string
+		pcap, ok          bool
+	}{
+		{"synthetic", "", "invalid AddrPort", false, false},
+		{"itch:a:b", "a:b", "invalid AddrPort", false, true},
+		{"pcap:day.pcap", "day.pcap", "invalid AddrPort", true, true},
+		{"pcap:day.pcap:233.54.12.111:26477", "day.pcap", "233.54.12.111:26477", true, true},
+		{"pcap:c:/x.pcap:233.54.12.111:26477", "c:/x.pcap", "233.54.12.111:26477", true, true},
+		{"pcap:a:b:c", "a:b:c", "invalid AddrPort", true, true},
+		{"pcap:x:233.54.12.111:port", "x:233.54.12.111:port", "invalid AddrPort", true, true},
+	}
+	for _, c := range cases {
+		fs, ok := parseFileSource(c.source)
+		if ok != c.ok || fs.pcap != c.pcap || fs.path != c.path || fs.dst.String() != c.dst {
+			t.Errorf("%q: %+v %v, want path %q dst %s pcap %v ok %v", c.source, fs, ok, c.path, c.dst, c.pcap, c.ok)
+		}
 	}
 }

@@ -145,7 +145,7 @@ func (s *Source) instrument(locate uint16) *instrument {
 // implements feed.Source. See the package documentation for the mapping.
 type Source struct {
 	cfg    Config
-	rd     *Reader
+	rd     MessageReader
 	books  *Books
 	inst   []instrument // by stock locate, grown to the highest seen
 	midDay bool
@@ -171,21 +171,36 @@ type Source struct {
 // NewSource returns a Source reading r, plain or gzip-compressed (told apart
 // by the gzip magic bytes).
 func NewSource(r io.Reader, cfg Config) (*Source, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
 	dr, err := Decompress(r)
 	if err != nil {
 		return nil, err
 	}
-	s := &Source{
+	return NewMessageSource(NewReader(dr), cfg)
+}
+
+// MessageReader yields ITCH messages one at a time: Reader does for NASDAQ's
+// file format, and other framings (MoldUDP64 packets in a capture) do for
+// theirs. Next returns a message, valid until the next call, and the input
+// offset that locates it in errors; io.EOF at the clean end of the input.
+// Offset returns the input consumed so far.
+type MessageReader interface {
+	Next() (msg []byte, off int64, err error)
+	Offset() int64
+}
+
+// NewMessageSource returns a Source normalizing the messages r yields, the
+// same way NewSource normalizes a file's.
+func NewMessageSource(r MessageReader, cfg Config) (*Source, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Source{
 		cfg:    cfg,
-		rd:     NewReader(dr),
+		rd:     r,
 		books:  NewBooks(cfg.OrderCapacity),
 		midDay: cfg.Start == StartMidDay,
-	}
-	return s, nil
+	}, nil
 }
 
 // Stats returns the counters so far.
