@@ -44,6 +44,8 @@ func TestBadSettingsExit2(t *testing.T) {
 		{[]string{"--pregenerate", "--count", "20000000"}, nil, "pregenerate"},
 		{[]string{"--pregenerate", "--source", "itch:x.gz"}, nil, "pregenerate"},
 		{[]string{"--pace-spin", "soon"}, nil, "pace-spin"},
+		{[]string{"--depth", "65"}, nil, "depth"},
+		{[]string{"--depth", "-1"}, nil, "depth"},
 		{[]string{"--repair-window", "0s"}, nil, "repair-window"},
 		{[]string{"--repair-window", "2m"}, nil, "repair-window"},
 		{[]string{"--recovery-queue", "two words"}, nil, "recovery-queue"},

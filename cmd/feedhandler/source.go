@@ -53,7 +53,7 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 		pre, err := pregenerate(src, s.Count)
 		return pre, func() {}, err
 	}
-	f, src, err := openITCH(path, s.ITCHOrders)
+	f, src, err := openITCH(path, itch.Config{OrderCapacity: s.ITCHOrders, Depth: s.Depth})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -71,8 +71,8 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 
 // identity names the input for the feed's session record: every feed
 // handler of a session publishes the same messages, so its peers must
-// have the same synthetic settings, or the same ITCH file (its SHA-256)
-// and limit.
+// have the same synthetic settings, or the same ITCH file (its SHA-256),
+// limit and depth.
 func identity(s *Settings) (string, error) {
 	path, isITCH := strings.CutPrefix(s.Source, itchPrefix)
 	if !isITCH {
@@ -91,7 +91,7 @@ func identity(s *Settings) (string, error) {
 	if _, set := s.Origins["count"]; set {
 		limit = s.Count
 	}
-	return fmt.Sprintf("itch sha256=%x channels=%d count=%d", h.Sum(nil), s.Channels, limit), nil
+	return fmt.Sprintf("itch sha256=%x channels=%d count=%d depth=%d", h.Sum(nil), s.Channels, limit, s.Depth), nil
 }
 
 // maxPregenerate bounds --pregenerate: each message takes 160 bytes of
@@ -153,7 +153,7 @@ func (f *countingFile) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func openITCH(path string, orders int) (*countingFile, *itch.Source, error) {
+func openITCH(path string, cfg itch.Config) (*countingFile, *itch.Source, error) {
 	osf, err := os.Open(path)
 	if err != nil {
 		return nil, nil, cliconf.Invalid("source", "%v", err)
@@ -162,7 +162,7 @@ func openITCH(path string, orders int) (*countingFile, *itch.Source, error) {
 	if fi, err := osf.Stat(); err == nil {
 		f.size = fi.Size()
 	}
-	src, err := itch.NewSource(f, itch.Config{OrderCapacity: orders})
+	src, err := itch.NewSource(f, cfg)
 	if err != nil {
 		osf.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
