@@ -55,7 +55,17 @@ func (dm deltaModel) apply(m *feed.Msg) error {
 // check compares the model with the top depth levels of every side of
 // books, for stocks 1..stocks.
 func (dm deltaModel) check(books *Books, stocks uint16, depth int) error {
-	for l := uint16(1); l <= stocks; l++ {
+	locates := make([]uint16, stocks)
+	for i := range locates {
+		locates[i] = uint16(i + 1)
+	}
+	return dm.checkLocates(books, locates, depth)
+}
+
+// checkLocates compares the model with the top depth levels of every side
+// of books, for the stocks listed.
+func (dm deltaModel) checkLocates(books *Books, locates []uint16, depth int) error {
+	for _, l := range locates {
 		for _, side := range []byte{'B', 'S'} {
 			want := books.Levels(l, side, nil)
 			want = want[:min(len(want), depth)]
