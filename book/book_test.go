@@ -169,7 +169,7 @@ func TestAgainstModel(t *testing.T) {
 			if s == feed.SideBuy {
 				slices.Reverse(pxs)
 			}
-			got := bs.Book(1 << 21).Depth(s, 1000)
+			got := bs.Book(1<<21).Depth(s, 1000)
 			if len(got) != len(pxs) {
 				t.Fatalf("step %d side %c: %d levels, want %d", step, s, len(got), len(pxs))
 			}
