@@ -3,6 +3,7 @@ package book
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -159,13 +160,7 @@ func TestAgainstModel(t *testing.T) {
 			model[side][px] = l
 		}
 		for _, s := range []feed.Side{feed.SideBuy, feed.SideSell} {
-			pxs := slices.Sorted(func(yield func(int64) bool) {
-				for p := range model[s] {
-					if !yield(p) {
-						return
-					}
-				}
-			})
+			pxs := slices.Sorted(maps.Keys(model[s]))
 			if s == feed.SideBuy {
 				slices.Reverse(pxs)
 			}
