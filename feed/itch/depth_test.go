@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/tickcast/tickcast/feed"
-	"github.com/tickcast/tickcast/internal/testenv"
 )
 
 // levelKey names a price level of one side of one stock in deltaModel.
@@ -272,29 +271,6 @@ func TestDepthExample(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("deltas\n%q\nwant\n%q", got, want)
 	}
-}
-
-// TestDepthNoAllocs: with depth on, Next does not allocate in steady state.
-func TestDepthNoAllocs(t *testing.T) {
-	in := steadyStream(5000)
-	src, err := NewSource(bytes.NewReader(in), Config{OrderCapacity: 4096, Depth: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m feed.Msg
-	for range 4000 {
-		if err := src.Next(&m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const perRound = 100
-	testenv.NoAllocs(t, "Next", 50, perRound, func() {
-		for range perRound {
-			if err := src.Next(&m); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
 }
 
 // snippetBytes returns the real snippet, or skips the test when it is
