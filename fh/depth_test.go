@@ -18,6 +18,7 @@ import (
 	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
+	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/faults"
 	"github.com/tickcast/tickcast/ud/udp"
@@ -91,6 +92,9 @@ func startDepthSubscriber(t *testing.T, natsURL string, group netip.AddrPort, ch
 	seed := uint64(0)
 	sub, err := tickcast.NewSubscriber(tickcast.SubscriberConfig{
 		Channels: channels, GroupA: group, Recovery: rec,
+		// As the reference subscriber with recovery: a gap waits this
+		// long for recovery before it is reported lost.
+		Tracker:  seqgap.Config{LostAfter: 5 * time.Second},
 		Conflate: tickcast.ConflateConfig{On: conflate, Threshold: 1},
 		NewReceiver: func(id ud.LineID, n *ud.Notifier) (ud.Receiver, error) {
 			r, err := newReceiver(id, n)
