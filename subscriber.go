@@ -156,7 +156,8 @@ const (
 	EventInstrumentGap
 	// EventSnapshot: the channel's state as of sequence LastSeq follows, as
 	// Message calls with sequence 0 (each instrument's last definition,
-	// status, quote and trade); the stream resumes at LastSeq+1. It answers
+	// status, quote and trade, then its price levels as new-level deltas:
+	// package book); the stream resumes at LastSeq+1. It answers
 	// Range, missing because of a late join or too old to replay.
 	EventSnapshot
 	// EventCompeting: packets of Session, another session than the one

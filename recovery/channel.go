@@ -17,7 +17,8 @@ import (
 // gets a *TooOldError naming the oldest sequence still held: the subscriber
 // then loads the snapshot instead. The snapshot state keeps, per
 // instrument, the last definition, status, quote and trade, byte-identical,
-// and the channel sequence they reflect.
+// its price levels as the level deltas describe them, and the channel
+// sequence they reflect.
 //
 // The store and the state are fed together from each packet, in one pass under
 // one lock, so that a snapshot reflecting sequence S and the store agree: the
@@ -122,7 +123,9 @@ func (c *Channel) Read(session mold.Session, from uint64, count int, fn func(seq
 // Snapshot calls fn with every message of the channel's snapshot state,
 // under the read lock: instruments in ascending id order, and for each its
 // definition, status, quote and trade, those it has, byte-identical to the
-// messages published. It returns the session and the sequence S the
+// messages published, then its price levels (bids best first, then asks
+// best first), each the last level delta of its price with action new. It
+// returns the session and the sequence S the
 // snapshot reflects (every message up to and including S, none after); the
 // channel's next sequence is then S+1. msg is valid only during the call,
 // and fn must be quick and must not block (see Locking above). Snapshot

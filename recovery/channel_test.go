@@ -3,6 +3,7 @@ package recovery
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -25,16 +26,17 @@ func newTestChannel(t testing.TB, cfg StoreConfig) *Channel {
 }
 
 // refState is the test's reference snapshot state: the last message per
-// (instrument, type), kept in a map and recomputed from the log of
-// published messages.
+// (instrument, type), and per (instrument, side) the levels by price, kept
+// in maps and recomputed from the log of published messages.
 type refState struct {
 	session mold.Session
 	seq     uint64
 	last    map[[2]uint32][]byte
+	levels  map[[2]uint32]map[int64][]byte // by instrument and side: the last delta per price, action N
 }
 
 func (r *refState) reset(session mold.Session) {
-	r.session, r.seq, r.last = session, 0, map[[2]uint32][]byte{}
+	r.session, r.seq, r.last, r.levels = session, 0, map[[2]uint32][]byte{}, map[[2]uint32]map[int64][]byte{}
 }
 
 // advance applies log[r.seq:to] (log[i] is message i+1).
@@ -44,10 +46,26 @@ func (r *refState) advance(log [][]byte, to uint64) {
 		if len(msg) < feed.HeaderLen {
 			continue
 		}
+		id := uint32(msg[4]) | uint32(msg[5])<<8 | uint32(msg[6])<<16 | uint32(msg[7])<<24
 		switch typ := feed.Type(msg[0]); typ {
 		case feed.TypeDefinition, feed.TypeStatus, feed.TypeQuote, feed.TypeTrade:
-			id := uint32(msg[4]) | uint32(msg[5])<<8 | uint32(msg[6])<<16 | uint32(msg[7])<<24
 			r.last[[2]uint32{id, uint32(typ)}] = msg
+		case feed.TypeLevelDelta:
+			var m feed.Msg
+			if m.Decode(msg) != nil {
+				continue
+			}
+			k := [2]uint32{id, uint32(m.Delta.Side)}
+			if r.levels[k] == nil {
+				r.levels[k] = map[int64][]byte{}
+			}
+			if m.Delta.Action == feed.ActionDelete {
+				delete(r.levels[k], m.Delta.Px)
+				continue
+			}
+			kept := clone(msg)
+			kept[feed.HeaderLen+1] = feed.ActionNew
+			r.levels[k][m.Delta.Px] = kept
 		}
 	}
 }
@@ -62,12 +80,28 @@ func (r *refState) messages() [][]byte {
 			ids = append(ids, k[0])
 		}
 	}
+	for k, lv := range r.levels {
+		if !seen[k[0]] && len(lv) > 0 {
+			seen[k[0]] = true
+			ids = append(ids, k[0])
+		}
+	}
 	slices.Sort(ids)
 	var out [][]byte
 	for _, id := range ids {
 		for _, typ := range []feed.Type{feed.TypeDefinition, feed.TypeStatus, feed.TypeQuote, feed.TypeTrade} {
 			if m, ok := r.last[[2]uint32{id, uint32(typ)}]; ok {
 				out = append(out, m)
+			}
+		}
+		for _, side := range []feed.Side{feed.SideBuy, feed.SideSell} {
+			lv := r.levels[[2]uint32{id, uint32(side)}]
+			pxs := slices.Sorted(maps.Keys(lv))
+			if side == feed.SideBuy {
+				slices.Reverse(pxs)
+			}
+			for _, px := range pxs {
+				out = append(out, lv[px])
 			}
 		}
 	}

@@ -1140,7 +1140,7 @@ type Snapshot struct {
 	// it is accounted for, none after.
 	Seq uint64
 	// Messages are the instruments' last definition, status, quote and
-	// trade messages.
+	// trade messages, and their price levels as new-level deltas.
 	Messages [][]byte
 }
 

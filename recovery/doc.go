@@ -3,8 +3,9 @@
 // On the feed handler, a Channel per multicast channel keeps a bounded
 // retransmission store (every message of the current session, byte for byte,
 // up to limits in messages and bytes) and the snapshot state (each
-// instrument's last definition, status, quote and trade, and the channel
-// sequence they reflect). The publisher feeds it every packet it sends. A
+// instrument's last definition, status, quote and trade, its price levels
+// as the level deltas describe them, and the channel sequence they
+// reflect). The publisher feeds it every packet it sends. A
 // Server answers requests from the stores:
 //
 //   - retransmit: a MoldUDP64 re-request (session, first sequence, count) on

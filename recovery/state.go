@@ -41,12 +41,24 @@ func slotOf(t feed.Type) int {
 	return -1
 }
 
-// instrument holds the last message of each slot type of one instrument. A
-// slot is empty (no message yet) when its length is 0: every kept message is
-// at least a header long.
+// instrument holds the last message of each slot type of one instrument, and
+// its price levels. A slot is empty (no message yet) when its length is 0:
+// every kept message is at least a header long.
 type instrument struct {
 	slots  [numSlots][]byte
 	inline [numSlots][slotCap]byte
+	// levels are, per side (bids, asks), the levels the level deltas
+	// published so far describe, best first: for each the last delta of
+	// its price, kept as a new-level delta. Entries past the length keep
+	// their buffers for reuse.
+	levels [2][]level
+}
+
+// level is one price level of an instrument: its price and the last level
+// delta at that price, its action set to feed.ActionNew.
+type level struct {
+	px  int64
+	msg []byte
 }
 
 func newInstrument() *instrument {
@@ -59,8 +71,9 @@ func newInstrument() *instrument {
 
 // state is the snapshot state of one channel: for each instrument the last
 // definition ('I'), trading status ('S'), quote ('Q') and trade ('T'),
-// byte-identical to the messages published, and the channel sequence the
-// state reflects. It has no lock of its own; Channel feeds it from each
+// byte-identical to the messages published, its price levels as the level
+// deltas ('L') published describe them, and the channel sequence the state
+// reflects. It has no lock of its own; Channel feeds it from each
 // packet together with its ring, under its lock.
 type state struct {
 	session    mold.Session
@@ -85,14 +98,21 @@ func (st *state) reset(session mold.Session, seq uint64) {
 
 // apply applies message seq of the state's session, in publish order. A
 // definition, status, quote or trade replaces the instrument's previous
-// message of that type (a copy of msg is kept; msg is not retained);
-// messages of other types, and messages shorter than the feed.HeaderLen-byte
-// header, only advance the sequence. apply allocates only for an instrument
-// not seen before in the session or a message longer than any seen before
-// for its slot.
+// message of that type (a copy of msg is kept; msg is not retained); a
+// level delta sets or removes its price level (applyLevel); messages of
+// other types, and messages shorter than their type's version-1 size, only
+// advance the sequence. apply allocates only for an instrument not seen
+// before in the session, a side holding more levels than ever before, or
+// a message longer than any seen before for its slot.
 func (st *state) apply(seq uint64, msg []byte) {
 	st.seq = seq
 	if len(msg) < feed.HeaderLen {
+		return
+	}
+	if feed.Type(msg[0]) == feed.TypeLevelDelta {
+		if len(msg) >= feed.LevelDeltaLen {
+			st.instrument(binary.LittleEndian.Uint32(msg[4:8])).applyLevel(msg)
+		}
 		return
 	}
 	slot := slotOf(feed.Type(msg[0]))
@@ -163,6 +183,81 @@ func (st *state) snapshot(fn func(msg []byte) error) (mold.Session, uint64, erro
 	return st.session, st.seq, nil
 }
 
+// levelActionOffset is the offset of a level delta's action byte.
+const levelActionOffset = feed.HeaderLen + 1
+
+// applyLevel applies level delta msg, by price as a subscriber's book does
+// (docs/wire-format.md, "Applying level deltas"): a new or changed level
+// keeps a copy of msg, its action set to new, at its price; a deleted level
+// removes its price. A delta of another side or action changes nothing.
+func (in *instrument) applyLevel(msg []byte) {
+	body := msg[feed.HeaderLen:]
+	k, bid := 0, true
+	switch feed.Side(body[0]) {
+	case feed.SideBuy:
+	case feed.SideSell:
+		k, bid = 1, false
+	default:
+		return
+	}
+	px := int64(binary.LittleEndian.Uint64(body[8:]))
+	lv := in.levels[k]
+	i, found := levelIndex(lv, px, bid)
+	switch body[1] {
+	case feed.ActionNew, feed.ActionChange:
+	case feed.ActionDelete:
+		if found {
+			// Move the entry, with its buffer, past the end for reuse.
+			gone := lv[i]
+			copy(lv[i:], lv[i+1:])
+			lv[len(lv)-1] = gone
+			in.levels[k] = lv[:len(lv)-1]
+		}
+		return
+	default:
+		return
+	}
+	if !found {
+		// Insert at i, taking the buffer of the first entry past the end.
+		if len(lv) < cap(lv) {
+			lv = lv[:len(lv)+1] // not append, which would zero the spare's buffer
+		} else {
+			lv = append(lv, level{})
+		}
+		spare := lv[len(lv)-1]
+		copy(lv[i+1:], lv[i:])
+		lv[i] = spare
+		in.levels[k] = lv
+	}
+	l := &lv[i]
+	l.px = px
+	if cap(l.msg) < len(msg) {
+		l.msg = make([]byte, len(msg), max(slotCap, len(msg)+len(msg)/4))
+	}
+	l.msg = l.msg[:len(msg)]
+	copy(l.msg, msg)
+	l.msg[levelActionOffset] = feed.ActionNew
+}
+
+// levelIndex returns the index of px in levels (best first: descending
+// prices for bids, ascending for asks) and whether it is there; if not,
+// the index where it belongs.
+func levelIndex(levels []level, px int64, bid bool) (int, bool) {
+	i, found := slices.BinarySearchFunc(levels, px, func(l level, px int64) int {
+		switch {
+		case l.px == px:
+			return 0
+		case (l.px > px) == bid:
+			return -1 // l ranks before px
+		}
+		return 1
+	})
+	return i, found
+}
+
+// each calls fn with the instrument's messages: its definition, status,
+// quote and trade, those it has, then its levels, bids best first, then
+// asks best first.
 func (in *instrument) each(fn func(msg []byte) error) error {
 	for _, b := range in.slots {
 		if len(b) == 0 {
@@ -170,6 +265,13 @@ func (in *instrument) each(fn func(msg []byte) error) error {
 		}
 		if err := fn(b[:len(b):len(b)]); err != nil {
 			return err
+		}
+	}
+	for _, side := range in.levels {
+		for _, l := range side {
+			if err := fn(l.msg[:len(l.msg):len(l.msg)]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -83,9 +85,9 @@ func TestStateSnapshot(t *testing.T) {
 				}
 				apply(msg)
 				last[[2]uint32{id, uint32(typ)}] = msg
-				// Ignored: busts, level deltas, short and empty messages.
+				// Ignored: busts, short level deltas, short and empty messages.
 				apply(encodeMsg(t, feed.TypeTradeBust, id, 1))
-				apply(encodeMsg(t, feed.TypeLevelDelta, id, 2))
+				apply(encodeMsg(t, feed.TypeLevelDelta, id, 2)[:feed.LevelDeltaLen-1])
 				apply(msg[:feed.HeaderLen-1])
 				apply(nil)
 			}
@@ -148,6 +150,12 @@ func TestStateApplyAllocs(t *testing.T) {
 		}
 	}
 	msgs = append(msgs, encodeMsg(t, feed.TypeQuote, 3_000_000, 1))
+	// Levels that come and go at the top and bottom of both sides.
+	for px := int64(1); px <= 20; px++ {
+		for _, side := range []feed.Side{feed.SideBuy, feed.SideSell} {
+			msgs = append(msgs, levelDelta(t, 5, side, feed.ActionNew, px, 1, 10), levelDelta(t, 5, side, feed.ActionDelete, 21-px, 0, 0))
+		}
+	}
 	seq := uint64(0)
 	for _, m := range msgs {
 		seq++
@@ -162,6 +170,79 @@ func TestStateApplyAllocs(t *testing.T) {
 			i++
 		}
 	})
+}
+
+// levelDelta encodes a level delta of instrument id.
+func levelDelta(t testing.TB, id uint32, side feed.Side, action byte, px int64, orders uint32, size uint64) []byte {
+	t.Helper()
+	m := feed.Msg{Header: feed.Header{Type: feed.TypeLevelDelta, Instrument: id, InstSeq: uint32(px), ExchangeNs: px},
+		Delta: feed.LevelDelta{Side: side, Action: action, Orders: orders, Px: px, Size: size}}
+	b := make([]byte, feed.MaxLen)
+	n, err := m.Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[:n]
+}
+
+// TestStateLevels: random level deltas of two instruments; the snapshot
+// carries, after each instrument's other messages, its levels as the
+// deltas describe them: bids from the highest price, then asks from the
+// lowest, each the last delta of its price with action N.
+func TestStateLevels(t *testing.T) {
+	var st state
+	st.reset(mustSession(t, "SL00000001"), 0)
+	r := rand.New(rand.NewPCG(3, 4))
+	type key struct {
+		id   uint32
+		side feed.Side
+	}
+	model := map[key]map[int64][]byte{}
+	seq := uint64(0)
+	defs := map[uint32][]byte{}
+	for _, id := range []uint32{4, 9} {
+		defs[id] = encodeMsg(t, feed.TypeDefinition, id, int64(id))
+		seq++
+		st.apply(seq, defs[id])
+	}
+	for step := range 5000 {
+		k := key{[]uint32{4, 9}[r.IntN(2)], []feed.Side{feed.SideBuy, feed.SideSell}[r.IntN(2)]}
+		if model[k] == nil {
+			model[k] = map[int64][]byte{}
+		}
+		px := int64(100 + r.IntN(30))
+		action := []byte{feed.ActionNew, feed.ActionChange, feed.ActionDelete}[r.IntN(3)]
+		msg := levelDelta(t, k.id, k.side, action, px, uint32(1+r.IntN(9)), uint64(r.IntN(1000)))
+		seq++
+		st.apply(seq, msg)
+		if action == feed.ActionDelete {
+			delete(model[k], px)
+		} else {
+			want := clone(msg)
+			want[feed.HeaderLen+1] = feed.ActionNew
+			model[k][px] = want
+		}
+		if step%500 != 0 {
+			continue
+		}
+		_, _, got := snapshotAll(t, st.snapshot)
+		var want [][]byte
+		for _, id := range []uint32{4, 9} {
+			want = append(want, defs[id])
+			for _, side := range []feed.Side{feed.SideBuy, feed.SideSell} {
+				pxs := slices.Sorted(maps.Keys(model[key{id, side}]))
+				if side == feed.SideBuy {
+					slices.Reverse(pxs)
+				}
+				for _, p := range pxs {
+					want = append(want, model[key{id, side}][p])
+				}
+			}
+		}
+		if err := sameMessages(got, want); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+	}
 }
 
 func BenchmarkSnapshot(b *testing.B) {

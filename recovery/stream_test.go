@@ -76,7 +76,7 @@ func (s *stream) message(seq uint64) []byte {
 		s.m.Instrument = s.ids[s.rng.IntN(len(s.ids))]
 		s.m.Bust.MatchID = seq
 		return s.put()
-	case r < 9: // level delta: not part of a snapshot
+	case r < 9: // level delta: a new level at a new price
 		s.m = feed.Msg{}
 		s.m.Type = feed.TypeLevelDelta
 		s.m.Instrument = s.ids[s.rng.IntN(len(s.ids))]

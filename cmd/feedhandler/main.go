@@ -33,6 +33,7 @@ import (
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/feed/itch"
 	"github.com/tickcast/tickcast/fh"
 	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/logging"
@@ -47,6 +48,7 @@ type Settings struct {
 	Source      string        `flag:"source" default:"synthetic" help:"upstream feed: synthetic, itch:PATH (NASDAQ ITCH 5.0 file, plain or gzip), or pcap:PATH[:GROUP:PORT] (pcap or pcapng capture of MoldUDP64/ITCH 5.0 packets, only those sent to GROUP:PORT if given; docs/pcap.md)"`
 	DryRun      bool          `flag:"dry-run" help:"with itch:PATH or pcap:PATH, read the whole file and print counts as JSON, publishing nothing"`
 	ITCHOrders  int           `flag:"itch-orders" default:"1048576" help:"with itch:PATH or pcap:PATH, capacity of the order table (live orders; occupancy is logged and in --dry-run)"`
+	Depth       int           `flag:"depth" default:"10" help:"with itch:PATH or pcap:PATH, price levels per side (1..64) whose changes are published as level deltas, beside quotes and trades (docs/wire-format.md); 0 publishes none"`
 	Count       uint64        `flag:"count" default:"1000000" help:"messages to publish, then end the session (0 = no limit)"`
 	Duration    time.Duration `flag:"duration" default:"0s" help:"publish for this long, then end the session (0 = no limit; with --count, whichever comes first)"`
 	Rate        float64       `flag:"rate" default:"100000" help:"messages per second (0 = as fast as possible), paced by a kernel sleep and a spin on the clock for the last --pace-spin before each message"`
@@ -102,6 +104,8 @@ func (s *Settings) validate() error {
 	switch {
 	case s.ITCHOrders < 1:
 		return cliconf.Invalid("itch-orders", "%d: must be positive", s.ITCHOrders)
+	case s.Depth < 0 || s.Depth > itch.MaxDepth:
+		return cliconf.Invalid("depth", "%d: want 0..%d (0: no level deltas)", s.Depth, itch.MaxDepth)
 	case s.Instruments < 1 || s.Instruments > feed.MaxSyntheticInstruments:
 		return cliconf.Invalid("instruments", "%d: want 1..%d", s.Instruments, feed.MaxSyntheticInstruments)
 	case s.Channels < 1:

@@ -48,6 +48,8 @@ func TestBadSettingsExit2(t *testing.T) {
 		{[]string{"--speed", "-1", "--source", "itch:x"}, nil, "speed"},
 		{[]string{"--speed", "2", "--rate", "1000", "--source", "itch:x"}, nil, "cannot be combined with --rate"},
 		{[]string{"--speed", "2", "--source", "itch:x"}, map[string]string{"TICKCAST_RATE": "1000"}, "cannot be combined with --rate"},
+		{[]string{"--depth", "65"}, nil, "depth"},
+		{[]string{"--depth", "-1"}, nil, "depth"},
 		{[]string{"--repair-window", "0s"}, nil, "repair-window"},
 		{[]string{"--repair-window", "2m"}, nil, "repair-window"},
 		{[]string{"--recovery-queue", "two words"}, nil, "recovery-queue"},

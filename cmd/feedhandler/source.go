@@ -94,7 +94,7 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 		pre, err := pregenerate(src, s.Count)
 		return pre, func() {}, err
 	}
-	f, src, msgs, err := openFile(fs, s.ITCHOrders, log)
+	f, src, msgs, err := openFile(fs, itch.Config{OrderCapacity: s.ITCHOrders, Depth: s.Depth}, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,7 +113,7 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 // identity names the input for the feed's session record: every feed
 // handler of a session publishes the same messages, so its peers must
 // have the same synthetic settings, or the same ITCH file or capture (its
-// SHA-256, and the capture's filter) and limit.
+// SHA-256, and the capture's filter), limit and depth.
 func identity(s *Settings) (string, error) {
 	fs, isFile := parseFileSource(s.Source)
 	if !isFile {
@@ -134,9 +134,9 @@ func identity(s *Settings) (string, error) {
 		limit = s.Count
 	}
 	if fs.pcap {
-		return fmt.Sprintf("pcap sha256=%x dst=%v channels=%d count=%d", h.Sum(nil), fs.dst, s.Channels, limit), nil
+		return fmt.Sprintf("pcap sha256=%x dst=%v channels=%d count=%d depth=%d", h.Sum(nil), fs.dst, s.Channels, limit, s.Depth), nil
 	}
-	return fmt.Sprintf("itch sha256=%x channels=%d count=%d", h.Sum(nil), s.Channels, limit), nil
+	return fmt.Sprintf("itch sha256=%x channels=%d count=%d depth=%d", h.Sum(nil), s.Channels, limit, s.Depth), nil
 }
 
 // maxPregenerate bounds --pregenerate: each message takes 160 bytes of
@@ -204,7 +204,7 @@ const maxLoggedMalformed = 20
 
 // openFile opens an ITCH file or a capture and its normalizer; msgs is the
 // capture's reader (nil for an ITCH file).
-func openFile(fs fileSource, orders int, log zerolog.Logger) (f *countingFile, src *itch.Source, msgs *pcap.Messages, err error) {
+func openFile(fs fileSource, cfg itch.Config, log zerolog.Logger) (f *countingFile, src *itch.Source, msgs *pcap.Messages, err error) {
 	osf, err := os.Open(fs.path)
 	if err != nil {
 		return nil, nil, nil, cliconf.Invalid("source", "%v", err)
@@ -213,7 +213,6 @@ func openFile(fs fileSource, orders int, log zerolog.Logger) (f *countingFile, s
 	if fi, err := osf.Stat(); err == nil {
 		f.size = fi.Size()
 	}
-	cfg := itch.Config{OrderCapacity: orders}
 	if !fs.pcap {
 		src, err = itch.NewSource(f, cfg)
 	} else if msgs, err = pcap.NewMessages(f, pcapConfig(fs, log)); err == nil {

@@ -232,3 +232,30 @@ func TestParseFileSource(t *testing.T) {
 		}
 	}
 }
+
+// TestDryRunDepth: with the default --depth the snippet's book changes
+// publish level deltas, at least one per quote (a quote changes the top
+// level); --depth 0 publishes none and the same quotes.
+func TestDryRunDepth(t *testing.T) {
+	normalized := func(args ...string) map[string]uint64 {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"--source", "itch:" + snippet, "--dry-run"}, args...), env(nil), &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		var r struct {
+			Normalized map[string]uint64 `json:"normalized"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		return r.Normalized
+	}
+	on, off := normalized(), normalized("--depth", "0")
+	if on["level-delta"] < on["quote"] || on["quote"] == 0 {
+		t.Errorf("default depth: %v, want at least a level delta per quote", on)
+	}
+	if _, ok := off["level-delta"]; ok || off["quote"] != on["quote"] || off["trade"] != on["trade"] {
+		t.Errorf("--depth 0: %v, want the default's %v without level deltas", off, on)
+	}
+}

@@ -39,10 +39,17 @@ func BenchmarkDecode(b *testing.B) {
 // BenchmarkNormalize runs a steady stream of order events (no order left
 // behind, so it can repeat) through a Source: decode, books, normalize.
 // The metric is per normalized message; itch_ns/msg is per ITCH message.
-func BenchmarkNormalize(b *testing.B) {
+func BenchmarkNormalize(b *testing.B) { benchNormalize(b, 0) }
+
+// BenchmarkNormalizeDepth is BenchmarkNormalize with level deltas of the
+// top 10 levels per side (cmd/feedhandler's default --depth): compare their
+// itch_ns/msg, measured in the same run, for the cost of depth.
+func BenchmarkNormalizeDepth(b *testing.B) { benchNormalize(b, 10) }
+
+func benchNormalize(b *testing.B, depth int) {
 	in := steadyStream(100000)
 	newSrc := func() *Source {
-		src, err := NewSource(bytes.NewReader(in), Config{OrderCapacity: 1 << 16, Clock: func() int64 { return 0 }})
+		src, err := NewSource(bytes.NewReader(in), Config{OrderCapacity: 1 << 16, Depth: depth, Clock: func() int64 { return 0 }})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -86,11 +86,28 @@
 //	Q  cross trade          trade flagged feed.FlagCross, aggressor unknown;
 //	                        a cross of zero shares publishes nothing
 //	B  broken trade         trade bust naming the match number
-//	A F E C X D U           a quote whenever the stock's best bid or ask
-//	                        price or size changed
+//	A F E C X D U           with Config.Depth N, a level delta for each of
+//	                        the side's top N levels that changed (below);
+//	                        then a quote whenever the stock's best bid or
+//	                        ask price or size changed
 //	V W                     nothing (market-wide; Price(8) levels are index
 //	                        values, not instrument prices)
 //	L K J I N O             nothing yet (NOII is not normalized)
+//
+// # Depth
+//
+// With Config.Depth N (1..MaxDepth), each order event is followed by level
+// deltas (feed.TypeLevelDelta) for its side: the source keeps, per stock
+// and side, the top N levels as its deltas described them, and after the
+// event compares them with the book's top N, both best first. A price only
+// in the book's top is new (a new level, or one pulled up into the top); a
+// price only in the list is deleted (gone, or pushed below the top), with
+// zero orders and size; a price in both whose orders or shares changed is
+// changed. Subscribers apply them by price (docs/wire-format.md, "Applying
+// level deltas"; package book). The deltas come after the event's trade
+// and before its quote, and carry feed.FlagBookIncomplete as the quote
+// does. One event makes at most four; the comparison costs O(N) and
+// allocates nothing once a side's list exists.
 //
 // Every instrument gets a definition before any other message about it, as
 // feed.Source requires. A stock without a stock directory message (a feed

@@ -41,8 +41,10 @@ func FuzzParse(f *testing.F) {
 
 // FuzzSource: any input in NASDAQ's file format, however wrong, ends in
 // io.EOF or a *FormatError, never a panic; every instrument is defined
-// before its other messages; quotes agree with the books; the order table
-// never holds more than its capacity.
+// before its other messages; quotes agree with the books; level deltas
+// fit the levels earlier ones described and, at the end of the input,
+// describe the books' top 3 levels; the order table never holds more than
+// its capacity.
 func FuzzSource(f *testing.F) {
 	f.Add(steadyStream(3))
 	var s stream
@@ -50,7 +52,7 @@ func FuzzSource(f *testing.F) {
 	s.exec(1, 2, 200, 1).cancel(1, 1, 50).del(1, 3).msg(TypeBrokenTrade, 2, uint64(1))
 	f.Add(s.b)
 	f.Fuzz(func(t *testing.T, in []byte) {
-		src, err := NewSource(bytes.NewReader(in), Config{OrderCapacity: 8, Clock: func() int64 { return 1 }})
+		src, err := NewSource(bytes.NewReader(in), Config{OrderCapacity: 8, Depth: 3, Clock: func() int64 { return 1 }})
 		if err != nil {
 			// Only gzip input can fail at once (a broken gzip header), and
 			// the error must say so.
@@ -60,10 +62,18 @@ func FuzzSource(f *testing.F) {
 			return
 		}
 		defined := map[uint32]bool{}
+		dm := deltaModel{}
 		var m feed.Msg
 		for {
 			err := src.Next(&m)
 			if err == io.EOF {
+				var locates []uint16
+				for id := range defined {
+					locates = append(locates, uint16(id))
+				}
+				if err := dm.checkLocates(src.Books(), locates, 3); err != nil {
+					t.Fatal(err)
+				}
 				break
 			}
 			if err != nil {
@@ -78,6 +88,11 @@ func FuzzSource(f *testing.F) {
 				defined[m.Instrument] = true
 			} else if !defined[m.Instrument] {
 				t.Fatalf("%s before its definition", describe(&m))
+			}
+			if m.Type == feed.TypeLevelDelta {
+				if err := dm.apply(&m); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if m.Type == feed.TypeQuote {
 				top := src.Books().Top(uint16(m.Instrument))

@@ -31,6 +31,10 @@ const (
 	StartMidDay
 )
 
+// MaxDepth is the largest Config.Depth: the most price levels per side
+// published as level deltas.
+const MaxDepth = 64
+
 // DefaultOrderCapacity is Config.OrderCapacity's default. The table takes
 // 48 to 96 bytes per order of capacity (it is kept at most half full).
 const DefaultOrderCapacity = 1 << 20
@@ -43,6 +47,10 @@ type Config struct {
 	OrderCapacity int
 	// Start says whether the input starts at the beginning of the day.
 	Start Start
+	// Depth is the number of price levels per side, 0..MaxDepth, whose
+	// changes are published as level deltas (feed.TypeLevelDelta; see the
+	// package documentation and docs/wire-format.md). 0 publishes none.
+	Depth int
 	// Clock stamps each normalized message's RecvNs (0 as nil: the wall
 	// clock, in Unix ns).
 	Clock func() int64
@@ -66,6 +74,8 @@ func (c Config) validate() error {
 		return configCheck.Invalid("OrderCapacity", c.OrderCapacity, "must not be negative")
 	case c.Start > StartMidDay:
 		return configCheck.Invalid("Start", c.Start, "want StartAuto, StartOfDay or StartMidDay")
+	case c.Depth < 0 || c.Depth > MaxDepth:
+		return configCheck.Invalid("Depth", c.Depth, "want 0..%d", MaxDepth)
 	}
 	return nil
 }
@@ -120,6 +130,10 @@ type instrument struct {
 	state       byte // last trading state from an 'H' message, or 0
 	quoted      bool // a quote was published
 	last        Top  // the last quote published
+	// depth is, per side (bids, asks), the top levels as the level deltas
+	// published so far describe them, best first; each allocated once, with
+	// capacity Config.Depth, when the side first changes.
+	depth [2][]Level
 }
 
 // tradingState returns the state to publish: the last from an 'H' message,
@@ -154,9 +168,9 @@ type Source struct {
 	err    error // sticky
 
 	// Normalized messages waiting for Next: one ITCH message makes at most
-	// a definition, a trade and a quote. A fixed array, so queueing does
-	// not allocate.
-	out        [4]feed.Msg
+	// a definition, a trade, a quote and maxDeltas level deltas. A fixed
+	// array, so queueing does not allocate.
+	out        [3 + maxDeltas]feed.Msg
 	head, tail int
 
 	// A system event is broadcast as a status to every defined instrument,
@@ -350,7 +364,7 @@ func (s *Source) handle(b []byte, off int64) error {
 		s.define(m)
 		a := m.AddOrder()
 		s.count(t, s.books.Add(locate, a.OrderRef(), a.Side(), a.Shares(), a.Price()))
-		s.quote(locate, ns)
+		s.changed(locate, a.Side(), ns)
 	case TypeOrderExecuted, TypeOrderExecutedPrice:
 		e := m.OrderExecuted()
 		o, res := s.books.Execute(locate, e.OrderRef(), e.Shares())
@@ -361,31 +375,31 @@ func (s *Source) handle(b []byte, off int64) error {
 		if printable, p, ok := e.WithPrice(); ok {
 			if printable != 'Y' {
 				s.stats.NotPrintable++
-				s.quote(locate, ns)
+				s.changed(locate, o.Side, ns)
 				break
 			}
 			px = p
 		}
 		tr := s.push(feed.TypeTrade, locate, ns, 0)
 		tr.Trade = feed.Trade{Px: int64(px), Size: uint64(e.Shares()), MatchID: e.MatchNumber(), Aggressor: opposite(o.Side)}
-		s.quote(locate, ns)
+		s.changed(locate, o.Side, ns)
 	case TypeOrderCancel:
 		c := m.OrderCancel()
-		_, res := s.books.Cancel(locate, c.OrderRef(), c.Shares())
+		o, res := s.books.Cancel(locate, c.OrderRef(), c.Shares())
 		if s.count(t, res) {
-			s.quote(locate, ns)
+			s.changed(locate, o.Side, ns)
 		}
 	case TypeOrderDelete:
-		_, res := s.books.Delete(locate, m.OrderDelete().OrderRef())
+		o, res := s.books.Delete(locate, m.OrderDelete().OrderRef())
 		if s.count(t, res) {
-			s.quote(locate, ns)
+			s.changed(locate, o.Side, ns)
 		}
 	case TypeOrderReplace:
 		u := m.OrderReplace()
-		_, res := s.books.Replace(locate, u.OriginalRef(), u.NewRef(), u.Shares(), u.Price())
+		o, res := s.books.Replace(locate, u.OriginalRef(), u.NewRef(), u.Shares(), u.Price())
 		if res != Unknown && res != WrongStock {
 			// The original left the book even if the new order was refused.
-			s.quote(locate, ns)
+			s.changed(locate, o.Side, ns)
 		}
 		s.count(t, res)
 	case TypeTrade:
@@ -437,6 +451,97 @@ func (s *Source) count(t Type, res Result) bool {
 		s.stats.BadSide++
 	}
 	return true
+}
+
+// changed publishes what an order event on side ('B' or 'S') of stock
+// locate changed: the level deltas of that side's top Config.Depth levels,
+// then the quote. An order event changes one side only (a replace keeps
+// its side).
+func (s *Source) changed(locate uint16, side byte, ns int64) {
+	if s.cfg.Depth > 0 {
+		s.depth(locate, side, ns)
+	}
+	s.quote(locate, ns)
+}
+
+// maxDeltas is the most level deltas one ITCH message makes. It touches
+// at most two price levels of one side (a replace: its original's and its
+// new order's), and each touched level makes at most two deltas: itself
+// (new, changed or deleted) and the level it pushes out of the top or
+// pulls into it.
+const maxDeltas = 4
+
+// depth publishes a level delta for each of side's top Config.Depth levels
+// of stock locate whose price, shares or orders differ from what the deltas
+// published so far describe (instrument.depth): a merge of the two lists,
+// both best first. A price in the published list only is deleted (its
+// level is gone, or was pushed below the top); a price in the book's top
+// only is new (a new level, or one pulled up into the top); a price in
+// both whose orders or shares differ is changed. It costs O(Depth) and
+// does not allocate once the side's list exists.
+func (s *Source) depth(locate uint16, side byte, ns int64) {
+	k, bid := 0, true
+	switch side {
+	case 'B':
+	case 'S':
+		k, bid = 1, false
+	default:
+		return
+	}
+	in := s.instrument(locate)
+	if !in.defined {
+		return // as in quote: no order event reaches a book before its add defined it
+	}
+	var lv []Level // the book's side, best last
+	if int(locate) < len(s.books.books) && s.books.books[locate] != nil {
+		p, _ := s.books.books[locate].side(side)
+		lv = *p
+	}
+	pub := in.depth[k]
+	if pub == nil {
+		pub = make([]Level, 0, s.cfg.Depth)
+	}
+	n := min(len(lv), s.cfg.Depth)
+	var flags feed.Flags
+	if s.midDay {
+		flags |= feed.FlagBookIncomplete
+	}
+	i, j := 0, 0
+	for i < len(pub) || j < n {
+		var cur Level
+		if j < n {
+			cur = lv[len(lv)-1-j]
+		}
+		switch {
+		case j == n || (i < len(pub) && better(pub[i].Price, cur.Price, bid)):
+			s.delta(locate, ns, flags, side, feed.ActionDelete, Level{Price: pub[i].Price})
+			i++
+		case i == len(pub) || better(cur.Price, pub[i].Price, bid):
+			s.delta(locate, ns, flags, side, feed.ActionNew, cur)
+			j++
+		default: // the same price
+			if cur != pub[i] {
+				s.delta(locate, ns, flags, side, feed.ActionChange, cur)
+			}
+			i++
+			j++
+		}
+	}
+	pub = pub[:n]
+	for j := range n {
+		pub[j] = lv[len(lv)-1-j]
+	}
+	in.depth[k] = pub
+}
+
+// better reports whether price p ranks before price q on a side: higher
+// for bids, lower for asks.
+func better(p, q uint32, bid bool) bool { return p != q && (p > q) == bid }
+
+// delta queues one level delta.
+func (s *Source) delta(locate uint16, ns int64, flags feed.Flags, side byte, action byte, l Level) {
+	d := s.push(feed.TypeLevelDelta, locate, ns, flags)
+	d.Delta = feed.LevelDelta{Side: feed.Side(side), Action: action, Orders: l.Orders, Px: int64(l.Price), Size: l.Shares}
 }
 
 // quote publishes stock locate's best bid and ask if either price or size

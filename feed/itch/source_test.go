@@ -367,27 +367,30 @@ func TestSourceErrors(t *testing.T) {
 	}
 }
 
-// TestSourceNoAllocs: in steady state Next does not allocate.
+// TestSourceNoAllocs: in steady state Next does not allocate, with depth
+// off and with level deltas of the top 10 levels.
 func TestSourceNoAllocs(t *testing.T) {
 	in := steadyStream(5000)
-	src, err := NewSource(bytes.NewReader(in), Config{OrderCapacity: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m feed.Msg
-	for range 2000 { // warm: every book has its levels
-		if err := src.Next(&m); err != nil {
+	for _, depth := range []int{0, 10} {
+		src, err := NewSource(bytes.NewReader(in), Config{OrderCapacity: 4096, Depth: depth})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	const perRound = 100
-	testenv.NoAllocs(t, "Next", 50, perRound, func() {
-		for range perRound {
+		var m feed.Msg
+		for range 4000 { // warm: every book has its levels
 			if err := src.Next(&m); err != nil {
 				t.Fatal(err)
 			}
 		}
-	})
+		const perRound = 100
+		testenv.NoAllocs(t, fmt.Sprintf("Next at depth %d", depth), 50, perRound, func() {
+			for range perRound {
+				if err := src.Next(&m); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 // steadyStream returns rounds of order events on 8 stocks that leave no

@@ -26,7 +26,9 @@ func TestITCHSnippetReachesSubscriber(t *testing.T) {
 	defer cancel()
 	sub := start(t, ctx, subscriberBin, "--format", "json", "--recovery=false", "--channels", "4", "--group", ga, "--idle-timeout", "3s")
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)
-	fh := start(t, ctx, feedhandlerBin, "--source", "itch:"+snippet, "--rate", "0", "--channels", "4", "--group", ga)
+	// --depth 0: the independent decode below models quotes and trades,
+	// not level deltas (book/ checks those against the books).
+	fh := start(t, ctx, feedhandlerBin, "--source", "itch:"+snippet, "--depth", "0", "--rate", "0", "--channels", "4", "--group", ga)
 	if code := fh.wait(t, 20*time.Second); code != 0 {
 		t.Fatalf("feedhandler exit %d\n%s", code, tail(fh.stderr.String()))
 	}

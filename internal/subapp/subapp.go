@@ -794,6 +794,17 @@ func (h *handler) print(ch int, seq uint64, msg []byte, recvNs int64) {
 		field("size", m.Trade.Size)
 		field("match_id", m.Trade.MatchID)
 		field("aggressor", int(m.Trade.Aggressor))
+	case feed.TypeLevelDelta:
+		side, action := string(rune(m.Delta.Side)), string(rune(m.Delta.Action))
+		if js {
+			b = fmt.Appendf(b, `,"side":%q,"action":%q`, side, action)
+		} else {
+			field("side", side)
+			field("action", action)
+		}
+		field("orders", m.Delta.Orders)
+		field("px", m.Delta.Px)
+		field("size", m.Delta.Size)
 	}
 	if js {
 		b = append(b, '}')
