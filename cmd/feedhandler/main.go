@@ -130,6 +130,10 @@ func (s *Settings) validate() error {
 	case s.RepairWindow <= 0:
 		// fh.Config takes 0 as its default; fh checks the upper limit.
 		return cliconf.Invalid("repair-window", "%v: must be positive", s.RepairWindow)
+	case s.Line == "b" && s.GroupB == "":
+		return cliconf.Invalid("line", "b publishes the B line, which needs --group-b")
+	case s.SessionRecord == "on" && s.NATSURL == "":
+		return cliconf.Invalid("session-record", "on needs --nats-url naming a NATS server or cluster with JetStream (the embedded server has none)")
 	case s.PeerTimeout <= 0:
 		return cliconf.Invalid("peer-timeout", "%v: must be positive", s.PeerTimeout)
 	case s.Speed < 0:
