@@ -161,13 +161,19 @@ func (b *Books) remove(i int) {
 	b.slots[hole] = Order{}
 }
 
+// initialLevels is the capacity of each side of a new book, in levels.
+const initialLevels = 32
+
 func (b *Books) book(locate uint16) *book {
 	if int(locate) >= len(b.books) {
 		b.books = append(b.books, make([]*book, int(locate)+1-len(b.books))...)
 	}
 	bk := b.books[locate]
 	if bk == nil {
-		bk = &book{}
+		// Both sides in one allocation, with room for the levels most
+		// stocks ever hold; a wider side grows by doubling.
+		lv := make([]Level, 2*initialLevels)
+		bk = &book{bids: lv[:0:initialLevels], asks: lv[initialLevels:initialLevels]}
 		b.books[locate] = bk
 	}
 	return bk
