@@ -115,9 +115,19 @@ func (b *Books) Orders() int { return b.live }
 // HighWater returns the most live orders there have been at once.
 func (b *Books) HighWater() int { return b.high }
 
-// home returns ref's first slot: Fibonacci hashing, so sequential references
-// spread over the table.
-func (b *Books) home(ref uint64) uint64 { return (ref * 0x9e3779b97f4a7c15) >> b.shift }
+// refRun is log2 of the run of consecutive references that share a
+// Fibonacci hash: their homes are consecutive slots.
+const refRun = 3
+
+// home returns ref's first slot. Runs of 8 consecutive references (ITCH
+// numbers orders in sequence, and most leave soon after they came) get
+// consecutive slots, sharing cache lines while they are live; the runs
+// are spread over the table by Fibonacci hashing, so sequential references
+// do not pile up in one region. This is worth about 10% of the time per
+// message on a table of millions of orders (docs/scale.md).
+func (b *Books) home(ref uint64) uint64 {
+	return ((ref>>refRun)*0x9e3779b97f4a7c15>>b.shift + ref&(1<<refRun-1)) & b.mask
+}
 
 // find returns the slot of ref, or -1.
 func (b *Books) find(ref uint64) int {
