@@ -84,8 +84,11 @@ type book struct {
 // The order table is an open-addressing hash table with linear probing and
 // backward-shift deletion (no tombstones), sized at creation for a fixed
 // capacity: adds, executions, cancels, deletes and replaces never allocate.
-// A stock's level slices grow when it first holds more levels than ever
-// before, and not again once warm.
+// A stock's book starts with room for 32 levels a side; a side grows (by
+// doubling) when it first holds more levels than ever before, which
+// becomes rare once the day has warmed up (docs/scale.md). Every level
+// holds at least one live order, so the levels are bounded by the table's
+// capacity.
 type Books struct {
 	slots    []Order
 	mask     uint64
