@@ -46,7 +46,7 @@ import (
 // Settings are the feed handler's settings.
 type Settings struct {
 	Source      string        `flag:"source" default:"synthetic" help:"upstream feed: synthetic, itch:PATH (NASDAQ ITCH 5.0 file, plain or gzip), or pcap:PATH[:GROUP:PORT] (pcap or pcapng capture of MoldUDP64/ITCH 5.0 packets, only those sent to GROUP:PORT if given; docs/pcap.md)"`
-	DryRun      bool          `flag:"dry-run" help:"with itch:PATH or pcap:PATH, read the whole file and print counts as JSON, publishing nothing"`
+	DryRun      bool          `flag:"dry-run" help:"with itch:PATH or pcap:PATH, read the whole file and print counts, live orders and peak RSS as JSON, publishing nothing"`
 	ITCHOrders  int           `flag:"itch-orders" default:"1048576" help:"with itch:PATH or pcap:PATH, capacity of the order table (live orders; occupancy is logged and in --dry-run)"`
 	Depth       int           `flag:"depth" default:"10" help:"with itch:PATH or pcap:PATH, price levels per side (1..64) whose changes are published as level deltas, beside quotes and trades (docs/wire-format.md); 0 publishes none"`
 	Count       uint64        `flag:"count" default:"1000000" help:"messages to publish, then end the session (0 = no limit)"`

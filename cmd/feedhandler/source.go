@@ -16,6 +16,7 @@ import (
 	"github.com/tickcast/tickcast/feed/pcap"
 	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/seqgap"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
@@ -325,6 +326,10 @@ type dryRunReport struct {
 	OrdersHigh   int               `json:"orders_high_water"`
 	OrdersCap    int               `json:"orders_capacity"`
 	ElapsedS     float64           `json:"elapsed_s"`
+	// PeakRSS is the process's peak resident set size (getrusage's
+	// ru_maxrss) at the end of the run, in bytes: the order table, the
+	// books and the rest of the process.
+	PeakRSS int64 `json:"peak_rss_bytes"`
 	// Pcap counts a capture's records, datagrams and MoldUDP64 packets
 	// (pcap: sources only).
 	Pcap  *pcapReport `json:"pcap,omitempty"`
@@ -365,7 +370,7 @@ func dryRun(s *Settings, log zerolog.Logger, stdout, stderr io.Writer) int {
 		},
 		Instruments: st.Instruments, Provisional: st.Provisional, MidDay: p.MidDay(),
 		OrdersLive: p.Books().Orders(), OrdersHigh: p.Books().HighWater(), OrdersCap: p.Books().Capacity(),
-		ElapsedS: time.Since(start).Seconds(),
+		ElapsedS: time.Since(start).Seconds(), PeakRSS: peakRSS(),
 	}
 	for t := range 256 {
 		if n := st.ByType[t]; n > 0 {
@@ -396,4 +401,14 @@ func dryRun(s *Settings, log zerolog.Logger, stdout, stderr io.Writer) int {
 	b, _ := json.Marshal(r)
 	fmt.Fprintln(stdout, string(b))
 	return code
+}
+
+// peakRSS returns the process's peak resident set size in bytes, 0 if it
+// cannot be read.
+func peakRSS() int64 {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Maxrss << 10 // kilobytes on Linux
 }

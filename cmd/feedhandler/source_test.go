@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tickcast/tickcast/feed/itch/itchgen"
 	"github.com/tickcast/tickcast/internal/cliconf"
 	"github.com/tickcast/tickcast/internal/testenv"
 )
@@ -46,6 +47,51 @@ func TestDryRunSnippet(t *testing.T) {
 	if r.Messages != 1000 || r.Normalized["definition"] != 190 || r.Provisional != 190 || r.Normalized["quote"] == 0 ||
 		r.Normalized["trade"] != 6 || !r.MidDay {
 		t.Errorf("report %+v", r)
+	}
+}
+
+// TestDryRunGenerated: --dry-run on a generated day (itchgen) finds
+// nothing wrong with it, and reports the live orders the generator left,
+// its high water, and the peak RSS.
+func TestDryRunGenerated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "day.itch.gz")
+	g, err := itchgen.New(itchgen.Config{Seed: 3, Stocks: 40, Orders: 2000, Messages: 40_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.WriteGzip(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var out, errb bytes.Buffer
+	if code := run([]string{"--source", "itch:" + path, "--dry-run", "--itch-orders", "4096"}, env(nil), &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r struct {
+		Messages     uint64            `json:"messages"`
+		UnknownOrder map[string]uint64 `json:"unknown_order"`
+		Anomalies    map[string]uint64 `json:"anomalies"`
+		MidDay       bool              `json:"mid_day"`
+		OrdersLive   int               `json:"orders_live"`
+		OrdersHigh   int               `json:"orders_high_water"`
+		OrdersCap    int               `json:"orders_capacity"`
+		PeakRSS      int64             `json:"peak_rss_bytes"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	for k, v := range r.Anomalies {
+		if v != 0 && k != "not_printable" { // the generator makes some non-printable executions
+			t.Errorf("anomaly %s: %d", k, v)
+		}
+	}
+	if r.Messages != 40_000 || len(r.UnknownOrder) != 0 || r.MidDay || r.OrdersLive != g.Live() || r.OrdersHigh != g.HighWater() ||
+		r.OrdersCap != 4096 || r.PeakRSS < 1<<20 {
+		t.Errorf("report %s; the generator left %d live orders, %d at most", out.String(), g.Live(), g.HighWater())
 	}
 }
 

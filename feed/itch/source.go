@@ -493,7 +493,7 @@ func (s *Source) depth(locate uint16, side byte, ns int64) {
 		return // as in quote: no order event reaches a book before its add defined it
 	}
 	var lv []Level // the book's side, best last
-	if int(locate) < len(s.books.books) && s.books.books[locate] != nil {
+	if int(locate) < len(s.books.books) {
 		p, _ := s.books.books[locate].side(side)
 		lv = *p
 	}
