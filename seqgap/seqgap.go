@@ -246,9 +246,13 @@ const (
 	LossRefused                               // recovery gave up on it
 	LossSessionReplaced                       // a new session began first
 	LossWindowFull                            // a message arrived more than Window ahead
+	// LossSkipped: the caller started the stream past it on purpose (an
+	// operator's choice to start mid-session). The tracker itself never
+	// reports it.
+	LossSkipped
 )
 
-var reasonNames = [...]string{"", "timeout", "refused", "session-replaced", "window-full"}
+var reasonNames = [...]string{"", "timeout", "refused", "session-replaced", "window-full", "skipped"}
 
 func (r LossReason) String() string {
 	if int(r) < len(reasonNames) && r != 0 {

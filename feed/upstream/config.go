@@ -39,7 +39,7 @@ type Config struct {
 	GapDeadline time.Duration
 	// StartFrom, when more than 1, starts the stream at that sequence
 	// instead of 1: what lies before it is reported lost (reason
-	// start-from), not asked for.
+	// seqgap.LossSkipped), not asked for.
 	StartFrom uint64
 	// IdleWait is the longest Next waits for a message before it returns
 	// feed.ErrIdle. Default DefaultIdleWait.

@@ -39,7 +39,7 @@
 // stream reaches (they are counted in Stats.Deferred and recovered in turn);
 // once the replay has caught up the live packets are taken as they come.
 // Config.StartFrom skips that: the stream starts at that sequence, and what
-// lies before it is reported lost (reason start-from).
+// lies before it is reported lost (reason skipped).
 //
 // # Losses
 //

@@ -27,21 +27,18 @@ const slotSize = 64
 // answerSlots is the size of the ring the re-request answers wait in.
 const answerSlots = 1024
 
-// LossStartFrom is the reason, beside seqgap's, of the messages skipped by
-// Config.StartFrom; its index in Stats.Lost is len(seqgap reasons)+1.
-const LossStartFrom = "start-from"
+// LossReasons returns the names of the reasons of Stats.Lost, by index (a
+// seqgap.LossReason; index 0 is unused).
+func LossReasons() []string {
+	r := make([]string, numReasons)
+	for i := 1; i < numReasons; i++ {
+		r[i] = seqgap.LossReason(i).String()
+	}
+	return r
+}
 
-// lossReasons are the labels of Stats.Lost, by index: seqgap.LossReason
-// values, then LossStartFrom.
-var lossReasons = [...]string{"", seqgap.LossTimeout.String(), seqgap.LossRefused.String(),
-	seqgap.LossSessionReplaced.String(), seqgap.LossWindowFull.String(), LossStartFrom}
-
-// startFromIdx is LossStartFrom's index in Stats.Lost.
-const startFromIdx = len(lossReasons) - 1
-
-// LossReasons returns the reason names of Stats.Lost, by index (index 0 is
-// unused).
-func LossReasons() []string { return lossReasons[:] }
+// numReasons is one more than the largest seqgap.LossReason.
+const numReasons = int(seqgap.LossSkipped) + 1
 
 // Stats are a Feed's counters.
 type Stats struct {
@@ -62,8 +59,10 @@ type Stats struct {
 	// Answers counts answer packets taken, BadAnswers answer datagrams that
 	// are not MoldUDP64 packets, dropped.
 	Answers, BadAnswers uint64
-	// Lost counts the messages lost for good, by reason (LossReasons).
-	Lost [len(lossReasons)]uint64
+	// Lost counts the messages lost for good, by seqgap.LossReason
+	// (LossReasons names them). Messages before Config.StartFrom are lost
+	// by LossSkipped.
+	Lost [numReasons]uint64
 }
 
 // DatagramError is a datagram dropped as malformed: on a line, or as a
@@ -354,15 +353,9 @@ func (f *Feed) packet(line int, b []byte, recvNs int64) {
 // reports what lies before it lost.
 func (f *Feed) startFrom(session mold.Session, now int64) {
 	f.tr.Answer(seqgap.Answer{Outcome: seqgap.AnswerSnapshot, Session: session, Next: f.cfg.StartFrom}, now, f)
-	f.stats.Lost[startFromIdx] += f.cfg.StartFrom - 1
-	f.markLost()
-	if f.cfg.OnEvent != nil {
-		// Reported as the tracker reports its losses; the reason is
-		// LossStartFrom (seqgap has no reason for a skip the operator chose).
-		ev := seqgap.Event{Kind: seqgap.EventLost, Line: seqgap.LineRecovery, Session: session,
-			Range: seqgap.Range{From: 1, To: f.cfg.StartFrom - 1}}
-		f.cfg.OnEvent(&ev)
-	}
+	ev := seqgap.Event{Kind: seqgap.EventLost, Line: seqgap.LineRecovery, Session: session,
+		Range: seqgap.Range{From: 1, To: f.cfg.StartFrom - 1}, Reason: seqgap.LossSkipped}
+	f.Event(&ev)
 }
 
 // answer takes a datagram the re-request server sent.
@@ -404,7 +397,7 @@ func (f *Feed) markLost() {
 // every event goes to Config.OnEvent.
 func (f *Feed) Event(ev *seqgap.Event) {
 	if ev.Kind == seqgap.EventLost {
-		if int(ev.Reason) < startFromIdx {
+		if int(ev.Reason) < numReasons {
 			f.stats.Lost[ev.Reason] += ev.Range.Len()
 		}
 		f.markLost()
