@@ -104,12 +104,19 @@ func (r *liveRun) left(t *testing.T) map[string]any {
 	return l[0]
 }
 
+// liveOpts vary a live run.
+type liveOpts struct {
+	mr, fh []string // more flags for moldreplay and the feed handler
+	// lateAfter starts the feed handler only once line A carried this
+	// sequence (0: before moldreplay starts).
+	lateAfter uint64
+}
+
 // runLive serves the snippet with moldreplay (line A losing 5% of its
-// packets, line B silent for its first half second, extra flags after) to
-// a feed handler on --source itch-mold: with re-requests, and a subscriber
-// behind it. Two watchers of their own record which upstream messages the
-// lines carried.
-func runLive(t *testing.T, ctx context.Context, snippet string, extra ...string) *liveRun {
+// packets, line B silent for its first half second) to a feed handler on
+// --source itch-mold: with re-requests, and a subscriber behind it. Two
+// watchers of their own record which upstream messages the lines carried.
+func runLive(t *testing.T, ctx context.Context, snippet string, o liveOpts) *liveRun {
 	t.Helper()
 	ga, _, _ := groups(t)
 	ua, ub, _ := groups(t)
@@ -122,11 +129,23 @@ func runLive(t *testing.T, ctx context.Context, snippet string, extra ...string)
 	wa, wb := watchLine(t, ua), watchLine(t, ub)
 	r := &liveRun{}
 	r.msgs = downstream(t, ctx, ga, func() {
-		fh := start(t, ctx, feedhandlerBin, "--source", "itch-mold:"+ua+","+ub, "--rerequest", rr, "--channels", "1", "--group", ga)
-		fh.waitLog(t, "joined the upstream feed", 10*time.Second)
 		args := append([]string{"--itch", snippet, "--group", ua, "--group-b", ub, "--rerequest", rr, "--rate", "1000",
-			"--loss-a", "0.05", "--silence-b", "0s:500ms", "--linger", "3s"}, extra...)
-		mr := launch(t, ctx, moldreplayBin, args...)
+			"--loss-a", "0.05", "--silence-b", "0s:500ms", "--linger", "3s"}, o.mr...)
+		var mr *proc
+		if o.lateAfter > 0 {
+			mr = launch(t, ctx, moldreplayBin, args...)
+			for deadline := time.Now().Add(20 * time.Second); wa.highest() < o.lateAfter; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("line A did not reach %d", o.lateAfter)
+				}
+			}
+		}
+		fh := start(t, ctx, feedhandlerBin, append([]string{"--source", "itch-mold:" + ua + "," + ub, "--rerequest", rr,
+			"--channels", "1", "--group", ga}, o.fh...)...)
+		fh.waitLog(t, "joined the upstream feed", 10*time.Second)
+		if mr == nil {
+			mr = launch(t, ctx, moldreplayBin, args...)
+		}
 		if code := fh.wait(t, 30*time.Second); code != 0 {
 			t.Fatalf("feedhandler exit %d\n%s", code, tail(fh.stderr.String()))
 		}
@@ -171,7 +190,7 @@ func TestLiveUpstreamRecovered(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	want := fileRun(t, ctx, snippet)
-	r := runLive(t, ctx, snippet)
+	r := runLive(t, ctx, snippet, liveOpts{})
 	if len(r.unseen) == 0 {
 		t.Fatalf("both lines carried every message: nothing to recover (moldreplay %v)", r.mr)
 	}
@@ -180,6 +199,41 @@ func TestLiveUpstreamRecovered(t *testing.T) {
 		t.Fatalf("upstream: %v; %d messages neither line carried", left, len(r.unseen))
 	}
 	sameMessages(t, r.msgs, want)
+}
+
+// TestLiveUpstreamLateStart: a feed handler that joins after 300 messages
+// asks for everything from sequence 1, in requests of --rerequest-max, then
+// goes live: its output equals the file run's.
+func TestLiveUpstreamLateStart(t *testing.T) {
+	snippet := realSnippet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	want := fileRun(t, ctx, snippet)
+	r := runLive(t, ctx, snippet, liveOpts{lateAfter: 300, fh: []string{"--rerequest-max", "50"}})
+	left := r.left(t)
+	if num(t, left, "lost") != 0 || num(t, left, "recovered") < 300 || num(t, left, "messages") != snippetMessages {
+		t.Fatalf("upstream: %v", left)
+	}
+	sameMessages(t, r.msgs, want)
+}
+
+// TestLiveUpstreamStartFrom: --start-from skips the replay: the messages
+// before it are lost (reason skipped), logged and counted, and none of
+// them reaches the subscriber.
+func TestLiveUpstreamStartFrom(t *testing.T) {
+	snippet := realSnippet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	want := fileRun(t, ctx, snippet)
+	r := runLive(t, ctx, snippet, liveOpts{lateAfter: 300, fh: []string{"--start-from", "501"}})
+	left := r.left(t)
+	lost := r.logged("upstream lost")
+	if num(t, left, "lost") != 500 || num(t, left, "lost_skipped") != 500 || len(lost) != 1 || lost[0]["range"] != "1..500" {
+		t.Fatalf("upstream: %v; lost %v", left, lost)
+	}
+	if num(t, left, "messages") != snippetMessages-500 || len(r.msgs) == 0 || len(r.msgs) >= len(want) {
+		t.Fatalf("upstream %v; %d messages downstream, %d from the whole file", left, len(r.msgs), len(want))
+	}
 }
 
 // sameMessages fails unless got equals want message for message.
@@ -203,7 +257,7 @@ func TestLiveUpstreamLossFlagged(t *testing.T) {
 	snippet := realSnippet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r := runLive(t, ctx, snippet, "--rerequest-off")
+	r := runLive(t, ctx, snippet, liveOpts{mr: []string{"--rerequest-off"}})
 	wantLost(t, r, "refused")
 	if rq := r.mr["rerequest"].(map[string]any); num(t, rq, "unanswered") == 0 {
 		t.Errorf("moldreplay was asked nothing: %v", rq)
@@ -216,7 +270,7 @@ func TestLiveUpstreamGarbageAnswers(t *testing.T) {
 	snippet := realSnippet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r := runLive(t, ctx, snippet, "--rerequest-garbage")
+	r := runLive(t, ctx, snippet, liveOpts{mr: []string{"--rerequest-garbage"}})
 	wantLost(t, r, "refused")
 	garbage := num(t, r.mr["rerequest"].(map[string]any), "garbage")
 	if bad := num(t, r.left(t), "rerequest_bad_answers"); garbage == 0 || bad != garbage {
