@@ -41,6 +41,11 @@ type Config struct {
 	// instead of 1: what lies before it is reported lost (reason
 	// seqgap.LossSkipped), not asked for.
 	StartFrom uint64
+	// StaleAfter is how long without any packet, heartbeats included,
+	// makes the feed silent (seqgap.EventStale), and then how often the
+	// tracker asks the re-request server what follows the last message
+	// known. Default DefaultStaleAfter.
+	StaleAfter time.Duration
 	// IdleWait is the longest Next waits for a message before it returns
 	// feed.ErrIdle. Default DefaultIdleWait.
 	IdleWait time.Duration
@@ -73,6 +78,9 @@ const (
 	DefaultInFlight = 16
 	// DefaultGapDeadline is the default Config.GapDeadline.
 	DefaultGapDeadline = 5 * time.Second
+	// DefaultStaleAfter is the default Config.StaleAfter: three heartbeat
+	// intervals of an exchange, which heartbeats every second.
+	DefaultStaleAfter = 3 * time.Second
 	// DefaultIdleWait is the default Config.IdleWait: well under a
 	// heartbeat interval.
 	DefaultIdleWait = 10 * time.Millisecond
@@ -91,6 +99,7 @@ func (c Config) withDefaults() Config {
 	config.Default(&c.InFlight, DefaultInFlight)
 	config.Default(&c.GapDeadline, DefaultGapDeadline)
 	config.Default(&c.IdleWait, DefaultIdleWait)
+	config.Default(&c.StaleAfter, DefaultStaleAfter)
 	config.Default(&c.Window, DefaultWindow)
 	if !c.Interface.IsValid() {
 		c.Interface = netip.AddrFrom4([4]byte{127, 0, 0, 1})
@@ -120,6 +129,8 @@ func (c Config) validate() error {
 		return check.Invalid("InFlight", c.InFlight, "want 1 or more")
 	case c.GapDeadline < 0:
 		return check.Invalid("GapDeadline", c.GapDeadline, "negative")
+	case c.StaleAfter < 0:
+		return check.Invalid("StaleAfter", c.StaleAfter, "negative")
 	case c.IdleWait < time.Millisecond:
 		return check.Invalid("IdleWait", c.IdleWait, "want at least 1ms")
 	case c.Window < 2 || c.Window&(c.Window-1) != 0 || c.Window > seqgap.MaxWindow:

@@ -137,7 +137,7 @@ func Open(cfg Config) (*Feed, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = func() int64 { return time.Now().UnixNano() }
 	}
-	tr, err := seqgap.New(seqgap.Config{Window: cfg.Window, SlotSize: slotSize, LostAfter: cfg.GapDeadline,
+	tr, err := seqgap.New(seqgap.Config{Window: cfg.Window, SlotSize: slotSize, LostAfter: cfg.GapDeadline, StaleAfter: cfg.StaleAfter,
 		Recovery: cfg.Rerequest.IsValid(), ReplayJoin: true})
 	if err != nil {
 		return nil, err

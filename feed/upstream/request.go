@@ -73,6 +73,9 @@ func (q *requester) serve(tr *seqgap.Tracker, now int64, f *Feed) {
 			q.stats.Retries++
 			q.send(&c, now)
 			keep = append(keep, c)
+		case c.from >= tr.High():
+			// A probe past the known end of a silent stream: no answer
+			// means nothing more was published.
 		default:
 			q.stats.GaveUp++
 			q.refuse = append(q.refuse, c)
