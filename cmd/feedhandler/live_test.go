@@ -1,9 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"net/netip"
-	"strings"
+
 	"testing"
 
 	"github.com/tickcast/tickcast/internal/cliconf"
@@ -39,11 +38,7 @@ func TestLiveSettings(t *testing.T) {
 		{[]string{"--source", "itch:" + snippet, "--start-from", "5"}, "start-from"},
 	}
 	for _, c := range cases {
-		var out, errb bytes.Buffer
-		code := run(c.args, env(nil), &out, &errb)
-		if code != 2 || !strings.Contains(errb.String(), c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %q", c.args, code, errb.String(), c.want)
-		}
+		wantExit2(t, c.args, nil, c.want)
 	}
 }
 
