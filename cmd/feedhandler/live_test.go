@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/netip"
-
 	"testing"
 
 	"github.com/tickcast/tickcast/internal/cliconf"
