@@ -10,7 +10,7 @@ type upstreamCollector struct {
 	stats func() upstream.Stats
 
 	packets, duplicates, gaps, recovered, lost, malformed, deferred, requests, retries, gaveUp,
-	answers, badAnswers, kernelDrops *prometheus.Desc
+	answers, badAnswers, kernelDrops, truncated *prometheus.Desc
 }
 
 // NewUpstreamCollector returns a Prometheus collector of a live upstream
@@ -21,6 +21,7 @@ func NewUpstreamCollector(stats func() upstream.Stats) prometheus.Collector {
 	const n = "tickcast_upstream_"
 	c.packets = c.desc(n+"packets_total", "MoldUDP64 packets received from the exchange, by line.", "line")
 	c.kernelDrops = c.desc(n+"kernel_drops_total", "Datagrams of the line the kernel dropped before the feed handler read them.", "line")
+	c.truncated = c.desc(n+"truncated_datagrams_total", "Datagrams of the line longer than upstream.MaxDatagram, dropped (their messages are recovered as lost ones).", "line")
 	c.duplicates = c.desc(n+"duplicate_messages_total", "Upstream messages dropped as already had (the other line's copies).")
 	c.gaps = c.desc(n+"gaps_total", "Upstream sequence gaps detected.")
 	c.recovered = c.desc(n+"recovered_messages_total", "Upstream messages recovered from the exchange's re-request server.")
@@ -41,6 +42,7 @@ func (c *upstreamCollector) Collect(out chan<- prometheus.Metric) {
 	for l, name := range [2]string{"a", "b"} {
 		counter(out, c.packets, st.Tracker.PacketsOnLine[l], name)
 		counter(out, c.kernelDrops, st.Lines[l].KernelDrops, name)
+		counter(out, c.truncated, st.Lines[l].Truncated, name)
 	}
 	counter(out, c.duplicates, st.Tracker.Duplicates)
 	counter(out, c.gaps, st.Tracker.Gaps)

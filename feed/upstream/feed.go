@@ -24,8 +24,17 @@ const maxCount = mold.MaxCount
 // longest is 50 bytes).
 const slotSize = 64
 
-// answerSlots is the size of the ring the re-request answers wait in.
-const answerSlots = 1024
+// MaxDatagram is the largest upstream datagram taken, a jumbo frame's
+// payload: an exchange's packets fit an Ethernet MTU. A longer one is
+// dropped and counted (Stats.Lines' Truncated), and its messages are
+// recovered as if it were lost.
+const MaxDatagram = 9000
+
+// Receive ring sizes, in datagrams: per line, and for re-request answers.
+const (
+	lineSlots   = 2048
+	answerSlots = 256
+)
 
 // LossReasons returns the names of the reasons of Stats.Lost, by index (a
 // seqgap.LossReason; index 0 is unused).
@@ -149,7 +158,7 @@ func Open(cfg Config) (*Feed, error) {
 			continue
 		}
 		r, err := udp.NewReceiver(udp.Config{Group: g.Addr(), Port: int(g.Port()), Interface: cfg.Interface,
-			MaxDatagram: udp.MaxDatagramLimit, RingSlots: 1024, Notifier: f.n})
+			MaxDatagram: MaxDatagram, RingSlots: lineSlots, Notifier: f.n})
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("upstream: line %v: %w", g, err)
@@ -162,7 +171,7 @@ func Open(cfg Config) (*Feed, error) {
 			f.Close()
 			return nil, fmt.Errorf("upstream: re-request socket: %w", err)
 		}
-		ring, err := ud.NewRing(answerSlots, udp.MaxDatagramLimit)
+		ring, err := ud.NewRing(answerSlots, MaxDatagram)
 		if err != nil {
 			conn.Close()
 			f.Close()
