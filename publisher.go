@@ -486,6 +486,9 @@ func (p *Publisher) CatchUp(src feed.Source, next []uint64) (uint64, error) {
 	var n uint64
 	for !p.reached(next) {
 		err := src.Next(&m)
+		if err == feed.ErrIdle {
+			continue // a live source waited (bounded) and has nothing yet
+		}
 		if err == io.EOF {
 			if ferr := p.Flush(Now()); ferr != nil {
 				return n, ferr
@@ -590,6 +593,11 @@ const maxNap = time.Millisecond
 // Run publishes src until it ends (io.EOF) or ctx is done, then returns
 // without closing the publisher (call Close for the end of session).
 //
+// A live source (feed.ErrIdle) waits a bounded time in its Next; each time
+// it returns ErrIdle, Run flushes, sends what heartbeats are due and checks
+// ctx, then calls Next again, so an idle upstream keeps the channels'
+// heartbeats flowing.
+//
 // Pacing (package pace): while the next message is not yet due, Run flushes
 // what is pending (input drained), checks deadlines, sleeps in the kernel
 // with clock_nanosleep until shortly before the message is due (in steps of
@@ -647,6 +655,23 @@ func (p *Publisher) Run(ctx context.Context, src feed.Source, rc RunConfig) erro
 			}
 		}
 		err := src.Next(&m)
+		if err == feed.ErrIdle {
+			// A live source waited and has nothing yet: send what is due
+			// (heartbeats), and do not count the turn as a message.
+			select {
+			case <-done:
+				return soft(p.Flush(Now()))
+			default:
+			}
+			if err := soft(p.Flush(Now())); err != nil {
+				return err
+			}
+			if err := soft(p.Poll(Now())); err != nil {
+				return err
+			}
+			i--
+			continue
+		}
 		if err == io.EOF {
 			return soft(p.Flush(Now()))
 		}

@@ -3,6 +3,7 @@ package tickcast
 import (
 	"context"
 	"errors"
+	"io"
 	"net/netip"
 	"testing"
 	"time"
@@ -239,4 +240,74 @@ func TestRunSurvivesALineThatFails(t *testing.T) {
 	if uint64(got) < pub.Stats().Packets+1 {
 		t.Fatalf("line A carried %d datagrams, the publisher sent %d packets and an end of session", got, pub.Stats().Packets)
 	}
+}
+
+// idleSource is a live source: its messages come from syn, and between the
+// first half and the rest it has nothing for idle calls of Next, each
+// waiting a millisecond and returning feed.ErrIdle (idle < 0: for ever).
+type idleSource struct {
+	syn          *feed.Synthetic
+	half, served int
+	idle         int
+	idled        chan struct{} // closed at the first idle call, if set
+}
+
+func (s *idleSource) Next(m *feed.Msg) error {
+	if s.served == s.half && s.idle != 0 {
+		if s.idled != nil {
+			close(s.idled)
+			s.idled = nil
+		}
+		s.idle--
+		time.Sleep(time.Millisecond)
+		return feed.ErrIdle
+	}
+	s.served++
+	return s.syn.Next(m)
+}
+
+// TestRunKeepsHeartbeatsWhileSourceIdle: while a live source has nothing
+// (feed.ErrIdle), Run keeps going and sends heartbeats; a cancel then ends
+// it.
+func TestRunKeepsHeartbeatsWhileSourceIdle(t *testing.T) {
+	h := newPubHarness(t, PublisherConfig{MaxDelay: time.Millisecond, Heartbeat: 5 * time.Millisecond})
+	syn, _ := feed.NewSynthetic(feed.SyntheticConfig{Seed: 1, Instruments: 3, Channels: 1, Count: 30})
+	src := &idleSource{syn: syn, half: 10, idle: 100}
+	if err := h.pub.Run(context.Background(), &limited{src, 20}, RunConfig{}); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if st := h.pub.Stats(); st.Messages != 20 || st.Heartbeats == 0 {
+		t.Fatalf("published %d messages and %d heartbeats across 100 idle calls, want 20 and some", st.Messages, st.Heartbeats)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	idled := make(chan struct{})
+	go func() { done <- h.pub.Run(ctx, &idleSource{syn: syn, half: 5, idle: -1, idled: idled}, RunConfig{}) }()
+	<-idled
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not end on cancel while the source was idle")
+	}
+}
+
+// limited ends a source after n messages.
+type limited struct {
+	feed.Source
+	n int
+}
+
+func (l *limited) Next(m *feed.Msg) error {
+	if l.n == 0 {
+		return io.EOF
+	}
+	err := l.Source.Next(m)
+	if err == nil {
+		l.n--
+	}
+	return err
 }

@@ -1,10 +1,21 @@
 package feed
 
+import "errors"
+
+// ErrIdle is returned by the Next of a live source (one fed by the network,
+// not a file) when no message became ready within its bounded wait and the
+// input has not ended. It is not an error: the caller does its other work
+// (a publisher flushes and sends heartbeats) and calls Next again. A live
+// source waits in the kernel, so a loop that calls Next again at once does
+// not spin a core.
+var ErrIdle = errors.New("feed: no message yet")
+
 // Source is an upstream of normalized messages: an ITCH decoder, a replay
 // file, the synthetic generator.
 //
 // Next fills m with the next message and returns nil, or io.EOF when the
-// source is exhausted, or another error. A source emits an instrument's
+// source is exhausted, or ErrIdle when a live source has nothing yet, or
+// another error. A source emits an instrument's
 // definition before any other message about that instrument, because the
 // publisher maps instruments to channels by their symbol. Next must not
 // allocate per message.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/feed"
@@ -165,6 +166,9 @@ type Config struct {
 	// MetricsAddr serves Prometheus metrics on http://ADDR/metrics (port 0:
 	// a free port); empty serves none.
 	MetricsAddr string
+	// Collectors are more metrics served beside the feed handler's own: a
+	// live source's counters (tickprom.NewUpstreamCollector).
+	Collectors []prometheus.Collector
 	// Log receives the feed handler's log lines; the zero Logger logs
 	// nothing.
 	Log zerolog.Logger

@@ -86,6 +86,7 @@ func (h *FeedHandler) start() error {
 		return fmt.Errorf("fh: metrics on %s: %w", h.cfg.MetricsAddr, err)
 	}
 	h.metrics = m
+	m.Registry.MustRegister(h.cfg.Collectors...)
 	m.SetHealth(h.healthy)
 	if err := h.startPublisher(); err != nil {
 		return err

@@ -63,6 +63,14 @@ type Config struct {
 	// (EventCompeting) while the tracker follows the named one. It costs
 	// the first messages one recovery round trip.
 	ConfirmFirst bool
+	// ReplayJoin makes a session first met further in than the window
+	// reaches an ordinary gap 1..S-1, asked for in ranges as the window
+	// moves, instead of a late join waiting for a snapshot: for a recovery
+	// that replays messages and has no snapshot (a MoldUDP64 re-request
+	// server). The caller keeps packets that do not fit the window out of
+	// Packet meanwhile (see Fits), or they declare the front of the window
+	// lost.
+	ReplayJoin bool
 }
 
 // Defaults of a Config, and limits.
@@ -238,9 +246,13 @@ const (
 	LossRefused                               // recovery gave up on it
 	LossSessionReplaced                       // a new session began first
 	LossWindowFull                            // a message arrived more than Window ahead
+	// LossSkipped: the caller started the stream past it on purpose (an
+	// operator's choice to start mid-session). The tracker itself never
+	// reports it.
+	LossSkipped
 )
 
-var reasonNames = [...]string{"", "timeout", "refused", "session-replaced", "window-full"}
+var reasonNames = [...]string{"", "timeout", "refused", "session-replaced", "window-full", "skipped"}
 
 func (r LossReason) String() string {
 	if int(r) < len(reasonNames) && r != 0 {
@@ -397,6 +409,13 @@ func (t *Tracker) MustWait(session mold.Session, seq uint64, n int) bool {
 	return seq+uint64(n)-1 >= t.next+uint64(len(t.window))
 }
 
+// Fits reports whether the messages seq..seq+n-1 lie within the window as
+// it stands, so that Packet can take them without declaring anything lost
+// for room (window-full).
+func (t *Tracker) Fits(seq uint64, n int) bool {
+	return n == 0 || seq+uint64(n)-1 < t.next+uint64(len(t.window))
+}
+
 // High returns one past the highest sequence known to exist.
 func (t *Tracker) High() uint64 { return t.high }
 
@@ -477,7 +496,7 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 		}
 	}
 	t.sessNs = nowNs
-	if t.next == 1 && t.high == 1 && !t.join.pending && p.Seq > uint64(len(t.window)) {
+	if t.next == 1 && t.high == 1 && !t.join.pending && p.Seq > uint64(len(t.window)) && !t.cfg.ReplayJoin {
 		// The session's first packet is further in than the window reaches:
 		// a late join.
 		t.startJoin(line, p.Seq, nowNs, out)

@@ -41,11 +41,12 @@ import (
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/internal/subapp"
 	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/tickprom"
 )
 
 // Settings are the feed handler's settings.
 type Settings struct {
-	Source      string        `flag:"source" default:"synthetic" help:"upstream feed: synthetic, itch:PATH (NASDAQ ITCH 5.0 file, plain or gzip), or pcap:PATH[:GROUP:PORT] (pcap or pcapng capture of MoldUDP64/ITCH 5.0 packets, only those sent to GROUP:PORT if given; docs/pcap.md)"`
+	Source      string        `flag:"source" default:"synthetic" help:"upstream feed: synthetic, itch:PATH (NASDAQ ITCH 5.0 file, plain or gzip), pcap:PATH[:GROUP:PORT] (pcap or pcapng capture of MoldUDP64/ITCH 5.0 packets, only those sent to GROUP:PORT if given; docs/pcap.md), or itch-mold:GROUP:PORT[,GROUP_B:PORT_B] (an exchange's live MoldUDP64 multicast feed of ITCH 5.0, line A and optional line B, published as it arrives; docs/upstream.md)"`
 	DryRun      bool          `flag:"dry-run" help:"with itch:PATH or pcap:PATH, read the whole file and print counts, live orders and peak RSS as JSON, publishing nothing"`
 	ITCHOrders  int           `flag:"itch-orders" default:"1048576" help:"with itch:PATH or pcap:PATH, capacity of the order table (live orders; occupancy is logged and in --dry-run)"`
 	Depth       int           `flag:"depth" default:"10" help:"with itch:PATH or pcap:PATH, price levels per side (1..64) whose changes are published as level deltas, beside quotes and trades (docs/wire-format.md); 0 publishes none"`
@@ -72,22 +73,29 @@ type Settings struct {
 	LogLevel    string        `flag:"log-level" default:"info" help:"debug, info, warn or error"`
 	Demo        bool          `flag:"demo" help:"also run a verifying subscriber in this process and print its summary"`
 
-	FeedName      string        `flag:"feed-name" default:"tickcast" help:"feed name in the NATS subjects (tickcast.FEED.retransmit.CH, ...)"`
-	NATSURL       string        `flag:"nats-url" default:"" help:"external NATS server or cluster to serve recovery on (empty: run an embedded server on --nats-listen)"`
-	NATSListen    string        `flag:"nats-listen" default:"127.0.0.1:4222" help:"address of the embedded NATS server (port 0: a free port)"`
-	NATSUsers     string        `flag:"nats-users" default:"" help:"embedded server users, name:password:role (feedhandler or subscriber), comma separated, or @FILE with one per line"`
-	NATSLive      bool          `flag:"nats-live" default:"true" help:"also publish every datagram on tickcast.FEED.live.CH for subscribers without multicast (with the embedded server, only while a subscriber listens)"`
-	Linger        time.Duration `flag:"linger" default:"5s" help:"after end of session, keep serving recovery (and repeating end of session) this long; also after SIGTERM or an interrupt, which end the session (a second one ends the linger at once)"`
-	StoreMessages int           `flag:"store-messages" default:"1048576" help:"retransmission store limit per channel, in messages"`
-	StoreBytes    int           `flag:"store-bytes" default:"67108864" help:"retransmission store limit per channel, in message bytes"`
-	MaxRetransmit int           `flag:"max-retransmit" default:"10000" help:"most messages one retransmit request may ask for"`
-	RateLimit     float64       `flag:"rate-limit" default:"1000000" help:"messages per second one requester may be sent"`
-	RepairWindow  time.Duration `flag:"repair-window" default:"250ms" help:"after publishing a repair on the feed's repair subject, answer requests for the same range this long with a pointer to it, not the messages again (docs/recovery.md)"`
-	WatchGroups   bool          `flag:"watch-groups" help:"listen on the feed's own groups and count and log the packets of another session there (another publisher: foreign_packets); off by default, as every datagram then goes to one more socket on the host, which costs the host's subscribers latency at high rates"`
-	RecoveryQueue string        `flag:"recovery-queue" default:"" help:"NATS queue group to take recovery requests in, shared with the other feed handlers of the same sessions, so that one answers each request (empty: tickcast-FEED with the session record, else every feed handler on the NATS server answers)"`
-	SessionRecord string        `flag:"session-record" default:"auto" help:"share the sessions with the feed's other feed handlers through a JetStream key-value record on --nats-url: on, off, or auto (on when the server has JetStream; the embedded server has none); a feed handler that finds a peer publishing joins its sessions, replays its input silently to the peer's position, then publishes"`
-	PeerTimeout   time.Duration `flag:"peer-timeout" default:"500ms" help:"how long a question to the feed's peer feed handlers (their session and position) waits for an answer"`
-	MetricsAddr   string        `flag:"metrics-addr" default:"127.0.0.1:9464" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port)"`
+	FeedName         string        `flag:"feed-name" default:"tickcast" help:"feed name in the NATS subjects (tickcast.FEED.retransmit.CH, ...)"`
+	NATSURL          string        `flag:"nats-url" default:"" help:"external NATS server or cluster to serve recovery on (empty: run an embedded server on --nats-listen)"`
+	NATSListen       string        `flag:"nats-listen" default:"127.0.0.1:4222" help:"address of the embedded NATS server (port 0: a free port)"`
+	NATSUsers        string        `flag:"nats-users" default:"" help:"embedded server users, name:password:role (feedhandler or subscriber), comma separated, or @FILE with one per line"`
+	NATSLive         bool          `flag:"nats-live" default:"true" help:"also publish every datagram on tickcast.FEED.live.CH for subscribers without multicast (with the embedded server, only while a subscriber listens)"`
+	Linger           time.Duration `flag:"linger" default:"5s" help:"after end of session, keep serving recovery (and repeating end of session) this long; also after SIGTERM or an interrupt, which end the session (a second one ends the linger at once)"`
+	StoreMessages    int           `flag:"store-messages" default:"1048576" help:"retransmission store limit per channel, in messages"`
+	StoreBytes       int           `flag:"store-bytes" default:"67108864" help:"retransmission store limit per channel, in message bytes"`
+	MaxRetransmit    int           `flag:"max-retransmit" default:"10000" help:"most messages one retransmit request may ask for"`
+	RateLimit        float64       `flag:"rate-limit" default:"1000000" help:"messages per second one requester may be sent"`
+	RepairWindow     time.Duration `flag:"repair-window" default:"250ms" help:"after publishing a repair on the feed's repair subject, answer requests for the same range this long with a pointer to it, not the messages again (docs/recovery.md)"`
+	WatchGroups      bool          `flag:"watch-groups" help:"listen on the feed's own groups and count and log the packets of another session there (another publisher: foreign_packets); off by default, as every datagram then goes to one more socket on the host, which costs the host's subscribers latency at high rates"`
+	RecoveryQueue    string        `flag:"recovery-queue" default:"" help:"NATS queue group to take recovery requests in, shared with the other feed handlers of the same sessions, so that one answers each request (empty: tickcast-FEED with the session record, else every feed handler on the NATS server answers)"`
+	SessionRecord    string        `flag:"session-record" default:"auto" help:"share the sessions with the feed's other feed handlers through a JetStream key-value record on --nats-url: on, off, or auto (on when the server has JetStream; the embedded server has none); a feed handler that finds a peer publishing joins its sessions, replays its input silently to the peer's position, then publishes"`
+	PeerTimeout      time.Duration `flag:"peer-timeout" default:"500ms" help:"how long a question to the feed's peer feed handlers (their session and position) waits for an answer"`
+	Rerequest        string        `flag:"rerequest" default:"" help:"with --source itch-mold:, the exchange's MoldUDP64 re-request server, HOST:PORT (UDP unicast; empty: none, a gap the other line does not fill within --gap-deadline is lost)"`
+	RerequestMax     int           `flag:"rerequest-max" default:"1000" help:"with itch-mold:, the most messages one re-request asks for (1..65534); a larger gap is asked for in several"`
+	RerequestTimeout time.Duration `flag:"rerequest-timeout" default:"100ms" help:"with itch-mold:, how long a re-request waits for its answer before it is sent again"`
+	RerequestRetries int           `flag:"rerequest-retries" default:"3" help:"with itch-mold:, how many times an unanswered re-request is sent again before its range is given up and lost"`
+	GapDeadline      time.Duration `flag:"gap-deadline" default:"5s" help:"with itch-mold:, how long after detection an upstream gap still open is lost, whatever the re-requests"`
+	StartFrom        uint64        `flag:"start-from" default:"0" help:"with itch-mold:, start at this upstream sequence instead of asking for everything from 1 (a late start): the books start incomplete, flagged downstream (0 or 1: from 1)"`
+	UpstreamIface    string        `flag:"upstream-iface" default:"127.0.0.1" help:"with itch-mold:, IPv4 address of the interface that joins the exchange's groups and sends the re-requests"`
+	MetricsAddr      string        `flag:"metrics-addr" default:"127.0.0.1:9464" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port)"`
 	natsconn.Flags
 
 	Origins cliconf.Origins // where each explicitly set setting came from
@@ -193,6 +201,9 @@ func (s *Settings) config() (fh.Config, error) {
 		RepairWindow: s.RepairWindow, RecoveryQueue: s.RecoveryQueue, Watch: s.WatchGroups, MetricsAddr: s.MetricsAddr,
 		Line: s.Line, SessionRecord: s.SessionRecord, PeerTimeout: s.PeerTimeout,
 	}
+	if _, _, live, _ := parseLiveSource(s.Source); live {
+		c.Rate = 0 // published as it arrives (validate refuses an explicit --rate)
+	}
 	if s.Speed > 0 {
 		// --rate's default paces the synthetic source; --speed replaces it.
 		if _, set := s.Origins["rate"]; set {
@@ -280,6 +291,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	defer releaseSrc()
 	cfg.Source, cfg.Log, cfg.Identity = src, log, func() (string, error) { return identity(&s) }
+	if l, ok := src.(*liveSource); ok {
+		cfg.Collectors = append(cfg.Collectors, tickprom.NewUpstreamCollector(l.up.Stats))
+	}
 	// The first SIGTERM or interrupt ends publishing: the end of session
 	// goes out and recovery is served for --linger (fh.Config.LingerOnStop);
 	// a second ends that at once.
@@ -336,7 +350,7 @@ func publish(ctx context.Context, abort <-chan struct{}, s *Settings, cfg fh.Con
 			return 1
 		}
 	}
-	cfg.Log.Info().Str("source", s.Source).Uint64("count", s.Count).Float64("rate", s.Rate).
+	cfg.Log.Info().Str("source", s.Source).Uint64("count", s.Count).Float64("rate", cfg.Rate).
 		Uint64("seed", s.Seed).Int("instruments", s.Instruments).Str("settings_from", s.Origins.String()).Msg("publishing")
 	sum, err := h.Run(ctx)
 	code := 0

@@ -66,11 +66,18 @@ func TestBadSettingsExit2(t *testing.T) {
 		{[]string{"--config", filepath.Join(dir, "missing.yaml")}, nil, "missing.yaml"},
 	}
 	for _, c := range cases {
-		var out, errb bytes.Buffer
-		code := run(c.args, env(c.env), &out, &errb)
-		if code != 2 || !strings.Contains(errb.String(), c.want) {
-			t.Errorf("%v %v: exit %d, stderr %q; want exit 2 naming %q", c.args, c.env, code, errb.String(), c.want)
-		}
+		wantExit2(t, c.args, c.env, c.want)
+	}
+}
+
+// wantExit2 checks that the feed handler run with args and environment e
+// exits 2 with a message naming want.
+func wantExit2(t *testing.T, args []string, e map[string]string, want string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, env(e), &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), want) {
+		t.Errorf("%v %v: exit %d, stderr %q; want exit 2 naming %q", args, e, code, errb.String(), want)
 	}
 }
 
@@ -80,7 +87,9 @@ func TestHelpTellsTheTruth(t *testing.T) {
 		t.Fatalf("--help exit %d: %s", code, errb.String())
 	}
 	for _, want := range []string{"--source", "--count", "--rate", "--instruments", "--seed", "--channels",
-		"--group", "--group-b", "--iface", "--max-datagram", "--demo", "TICKCAST_RATE", "overrides an environment variable"} {
+		"--group", "--group-b", "--iface", "--max-datagram", "--demo", "TICKCAST_RATE", "overrides an environment variable",
+		"itch-mold:GROUP:PORT[,GROUP_B:PORT_B]", "--rerequest", "--rerequest-max", "--rerequest-timeout", "--rerequest-retries",
+		"--gap-deadline", "--start-from"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help does not mention %s", want)
 		}

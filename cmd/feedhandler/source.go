@@ -59,10 +59,13 @@ func parseFileSource(source string) (fs fileSource, ok bool) {
 
 // validateSource checks --source and the settings that depend on it.
 func validateSource(s *Settings) error {
+	if live, err := validateLive(s); live || err != nil {
+		return err
+	}
 	fs, isFile := parseFileSource(s.Source)
 	switch {
 	case s.Source != "synthetic" && !isFile:
-		return cliconf.Invalid("source", "%q: want synthetic, itch:PATH or pcap:PATH[:GROUP:PORT]", s.Source)
+		return cliconf.Invalid("source", "%q: want synthetic, itch:PATH, pcap:PATH[:GROUP:PORT] or itch-mold:GROUP:PORT[,GROUP_B:PORT_B]", s.Source)
 	case isFile && !fs.pcap && fs.path == "":
 		return cliconf.Invalid("source", "%q: itch: needs the path of an ITCH 5.0 file (plain or gzip)", s.Source)
 	case isFile && fs.pcap && fs.path == "":
@@ -86,6 +89,9 @@ func validateSource(s *Settings) error {
 // the messages published only when it is set explicitly (its default would
 // cut a day's file short), and progress is logged as the file is read.
 func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source, func(), error) {
+	if _, _, live, _ := parseLiveSource(s.Source); live {
+		return openLive(s, log)
+	}
 	fs, isFile := parseFileSource(s.Source)
 	if !isFile {
 		src, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: s.Seed, Instruments: s.Instruments, Channels: s.Channels, Count: s.Count})
@@ -116,6 +122,9 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 // have the same synthetic settings, or the same ITCH file or capture (its
 // SHA-256, and the capture's filter), limit and depth.
 func identity(s *Settings) (string, error) {
+	if a, b, live, _ := parseLiveSource(s.Source); live {
+		return fmt.Sprintf("itch-mold a=%v b=%v start_from=%d channels=%d", a, b, s.StartFrom, s.Channels), nil
+	}
 	fs, isFile := parseFileSource(s.Source)
 	if !isFile {
 		return fmt.Sprintf("synthetic seed=%d instruments=%d channels=%d count=%d", s.Seed, s.Instruments, s.Channels, s.Count), nil

@@ -123,11 +123,7 @@ func TestITCHSettings(t *testing.T) {
 		{[]string{"--source", "pcap:x.pcap", "--pregenerate"}, "pregenerate"},
 	}
 	for _, c := range cases {
-		var out, errb bytes.Buffer
-		code := run(c.args, env(nil), &out, &errb)
-		if code != 2 || !strings.Contains(errb.String(), c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %q", c.args, code, errb.String(), c.want)
-		}
+		wantExit2(t, c.args, nil, c.want)
 	}
 }
 

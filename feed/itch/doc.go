@@ -59,6 +59,13 @@
 // reference proves the books incomplete, and every later quote is flagged.
 // StartOfDay and StartMidDay override the first-message test.
 //
+// A MessageReader fed by the network reports input lost for good (an
+// upstream gap nobody could fill) by returning ErrLost from Next: the
+// Source then publishes, for every instrument defined so far, a status
+// flagged feed.FlagBookIncomplete with reason LOST (LossReason), and flags
+// every later quote, as the books may now be wrong. A reader that has
+// nothing yet returns feed.ErrIdle, which Next passes on.
+//
 // # Normalization
 //
 // Instrument ids are ITCH stock locates. ExchangeNs is ITCH's timestamp as

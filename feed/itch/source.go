@@ -1,8 +1,10 @@
 package itch
 
 import (
-	"github.com/tickcast/tickcast/config"
+	"errors"
 	"io"
+
+	"github.com/tickcast/tickcast/config"
 	"time"
 
 	"github.com/tickcast/tickcast/feed"
@@ -175,11 +177,13 @@ type Source struct {
 
 	// A system event is broadcast as a status to every defined instrument,
 	// one per Next call: bcastNext is the next stock locate to visit.
-	bcast     bool
-	bcastNext int
-	bcastCode byte
-	bcastNs   int64
-	recvNs    int64 // RecvNs of the ITCH message being normalized
+	bcast       bool
+	bcastNext   int
+	bcastReason [4]byte
+	bcastFlags  feed.Flags
+	bcastNs     int64
+	recvNs      int64 // RecvNs of the ITCH message being normalized
+	lastNs      int64 // ITCH timestamp of the last message read
 }
 
 // NewSource returns a Source reading r, plain or gzip-compressed (told apart
@@ -251,7 +255,14 @@ func (s *Source) Next(m *feed.Msg) error {
 			return s.err
 		}
 		b, off, err := s.rd.Next()
-		if err != nil {
+		switch err {
+		case nil:
+		case feed.ErrIdle:
+			return err // a live input has nothing yet; not sticky
+		case ErrLost:
+			s.lost()
+			continue
+		default:
 			s.err = err
 			continue
 		}
@@ -319,9 +330,10 @@ func (s *Source) handle(b []byte, off int64) error {
 	s.recvNs = s.cfg.Clock()
 	locate := m.StockLocate()
 	ns := m.Timestamp()
+	s.lastNs = ns
 	switch t {
 	case TypeSystemEvent:
-		s.bcast, s.bcastNext, s.bcastCode, s.bcastNs = true, 0, m.SystemEvent().EventCode(), ns
+		s.startBroadcast([4]byte{'S', 'Y', 'S', m.SystemEvent().EventCode()}, 0, ns)
 	case TypeStockDirectory:
 		r := m.StockDirectory()
 		in := s.instrument(locate)
@@ -572,7 +584,34 @@ func (s *Source) quote(locate uint16, ns int64) {
 	q.Quote = feed.Quote{BidPx: int64(top.BidPrice), BidSize: top.BidSize, AskPx: int64(top.AskPrice), AskSize: top.AskSize}
 }
 
-// broadcast emits the pending system event's status for the next defined
+// startBroadcast makes Next emit a status with reason and flags for every
+// instrument defined so far, one per call, before it reads on.
+func (s *Source) startBroadcast(reason [4]byte, flags feed.Flags, ns int64) {
+	s.bcast, s.bcastNext, s.bcastReason, s.bcastFlags, s.bcastNs = true, 0, reason, flags, ns
+}
+
+// ErrLost is what a MessageReader's Next returns, unwrapped, when input
+// messages were lost for good before the next one it yields (an upstream
+// gap that could not be recovered). The Source then reads on: it reports
+// every instrument defined so far with a status flagged
+// feed.FlagBookIncomplete and reason LossReason, and treats its books as
+// incomplete from then on (MidDay), so that every later quote is flagged
+// too. The messages lost may have touched any instrument.
+var ErrLost = errors.New("itch: input messages lost")
+
+// LossReason is the reason code of the statuses a loss of input
+// (ErrLost) broadcasts.
+var LossReason = [4]byte{'L', 'O', 'S', 'T'}
+
+// lost takes a loss of input (ErrLost): every instrument is reported
+// book-incomplete, and the books are incomplete from now on.
+func (s *Source) lost() {
+	s.midDay = true
+	s.recvNs = s.cfg.Clock()
+	s.startBroadcast(LossReason, feed.FlagBookIncomplete, s.lastNs)
+}
+
+// broadcast emits the pending broadcast's status for the next defined
 // instrument, and reports whether there was one.
 func (s *Source) broadcast(m *feed.Msg) bool {
 	for ; s.bcastNext < len(s.inst); s.bcastNext++ {
@@ -580,9 +619,9 @@ func (s *Source) broadcast(m *feed.Msg) bool {
 		if !in.defined {
 			continue
 		}
-		m.Header = feed.Header{Type: feed.TypeStatus, Version: feed.Version, Instrument: uint32(s.bcastNext),
-			ExchangeNs: s.bcastNs, RecvNs: s.recvNs}
-		m.Status = feed.Status{State: in.tradingState(), Reason: [4]byte{'S', 'Y', 'S', s.bcastCode}}
+		m.Header = feed.Header{Type: feed.TypeStatus, Version: feed.Version, Flags: s.bcastFlags,
+			Instrument: uint32(s.bcastNext), ExchangeNs: s.bcastNs, RecvNs: s.recvNs}
+		m.Status = feed.Status{State: in.tradingState(), Reason: s.bcastReason}
 		s.bcastNext++
 		return true
 	}

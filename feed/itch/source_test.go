@@ -435,3 +435,79 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// lossyReader yields the messages of a stream, with steps between them: a
+// loss (ErrLost) or nothing yet (feed.ErrIdle) before the message at each
+// index in at.
+type lossyReader struct {
+	msgs [][]byte
+	at   map[int]error
+	i    int
+}
+
+func (r *lossyReader) Next() ([]byte, int64, error) {
+	if err, ok := r.at[r.i]; ok {
+		delete(r.at, r.i)
+		return nil, int64(r.i), err
+	}
+	if r.i == len(r.msgs) {
+		return nil, int64(r.i), io.EOF
+	}
+	r.i++
+	return r.msgs[r.i-1], int64(r.i - 1), nil
+}
+
+func (r *lossyReader) Offset() int64 { return int64(r.i) }
+
+// TestInputLost: a reader's ErrLost makes a status flagged book-incomplete,
+// reason LOST, for every instrument defined so far, and flags every later
+// quote; feed.ErrIdle passes through without ending the source.
+func TestInputLost(t *testing.T) {
+	var s stream
+	s.sys('O')
+	s.dir(1, "AAPL", 'Q', 100)
+	s.action(1, "AAPL", 'H', "    ")
+	s.dir(3, "MSFT", 'Q', 100)
+	s.add(1, 1, 'B', 100, 1500000, "AAPL")
+	s.add(3, 2, 'S', 100, 2500000, "MSFT")
+	s.add(1, 3, 'B', 100, 1510000, "AAPL")
+	var msgs [][]byte
+	for rd := NewReader(bytes.NewReader(s.b)); ; {
+		m, _, err := rd.Next()
+		if err != nil {
+			break
+		}
+		msgs = append(msgs, append([]byte(nil), m...))
+	}
+	r := &lossyReader{msgs: msgs, at: map[int]error{1: feed.ErrIdle, 5: ErrLost}}
+	src, err := NewMessageSource(r, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var m feed.Msg
+	idle := 0
+	for err = src.Next(&m); err != io.EOF; err = src.Next(&m) {
+		switch {
+		case err == feed.ErrIdle:
+			idle++
+		case err != nil:
+			t.Fatal(err)
+		default:
+			got = append(got, describe(&m))
+		}
+	}
+	if idle != 1 {
+		t.Errorf("ErrIdle passed on %d times, want 1", idle)
+	}
+	checkLines(t, got, `
+		definition 1 AAPL scale=4 cat='Q' lot=100
+		status 1 state=H reason="    "
+		definition 3 MSFT scale=4 cat='Q' lot=100
+		quote 1 150.00x100 / -
+		status 1 [incomplete] state=H reason="LOST"
+		status 3 [incomplete] state=? reason="LOST"
+		quote 3 [incomplete] - / 250.00x100
+		quote 1 [incomplete] 151.00x100 / -
+	`)
+}

@@ -31,8 +31,8 @@ type lineWatch struct {
 }
 
 type linePacket struct {
-	at   time.Time
-	last uint64
+	at          time.Time
+	first, last uint64
 }
 
 func watchLine(t *testing.T, group string) *lineWatch {
@@ -62,7 +62,7 @@ func watchLine(t *testing.T, group string) *lineWatch {
 			}
 			if p, err := mold.Parse(buf[:n]); err == nil && p.Messages() > 0 {
 				w.mu.Lock()
-				w.packets = append(w.packets, linePacket{time.Now(), p.Seq + uint64(p.Messages()) - 1})
+				w.packets = append(w.packets, linePacket{time.Now(), p.Seq, p.Seq + uint64(p.Messages()) - 1})
 				w.mu.Unlock()
 			}
 		}
