@@ -142,7 +142,7 @@ func openLive(s *Settings, log zerolog.Logger) (*liveSource, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	src, err := itch.NewMessageSource(up, itch.Config{OrderCapacity: s.ITCHOrders})
+	src, err := itch.NewMessageSource(up, itch.Config{OrderCapacity: s.ITCHOrders, Depth: s.Depth})
 	if err != nil {
 		up.Close()
 		return nil, nil, err
