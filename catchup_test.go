@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -97,7 +98,7 @@ func TestCatchUpJoinsAPeersStream(t *testing.T) {
 		target[ch] = pubA.NextSeq(ch)
 	}
 	pubB, b := newStreamPublisher(t, channels, pubA.Sessions())
-	if got, want := pubB.Sessions(), pubA.Sessions(); !equalSessions(got, want) {
+	if got, want := pubB.Sessions(), pubA.Sessions(); !slices.Equal(got, want) {
 		t.Fatalf("sessions %v, want the peer's %v", got, want)
 	}
 	n, err := pubB.CatchUp(synB, target)
@@ -143,18 +144,6 @@ func TestCatchUpJoinsAPeersStream(t *testing.T) {
 	if stored != int(pubC.Stats().Messages) || stored == 0 || c.wire != 0 {
 		t.Fatalf("stored %d of %d messages, sent %d datagrams", stored, pubC.Stats().Messages, c.wire)
 	}
-}
-
-func equalSessions(a, b []mold.Session) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestPublisherSessionsChecked(t *testing.T) {

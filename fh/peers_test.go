@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,6 @@ import (
 	"github.com/tickcast/tickcast/internal/natstest"
 	"github.com/tickcast/tickcast/internal/subapp"
 	"github.com/tickcast/tickcast/internal/testenv"
-	"github.com/tickcast/tickcast/mold"
 )
 
 // hotHot is a feed handler of a two-line feed sharing the session record
@@ -66,7 +66,7 @@ func TestSessionRecordHotHot(t *testing.T) {
 		t.Fatalf("second feed handler: %v\n%s", err, logs.String())
 	}
 	defer b.Close()
-	if !b.rejoin || !equalSessions(b.sessions, a.pub.Sessions()) {
+	if !b.rejoin || !slices.Equal(b.sessions, a.pub.Sessions()) {
 		t.Fatalf("the second feed handler took sessions %v (joining %v), the first publishes %v", b.sessions, b.rejoin, a.pub.Sessions())
 	}
 	if _, err := hotHot(t, cluster, groups, "b", "synthetic 6", count, &logs); err == nil || !strings.Contains(err.Error(), `publishes input "synthetic 5"`) {
@@ -108,18 +108,6 @@ func TestSessionRecordHotHot(t *testing.T) {
 			t.Errorf("channel %d: cold start took session %s (joining %v), want a new one after %s", ch, s, c.rejoin, old[ch])
 		}
 	}
-}
-
-func equalSessions(a, b []mold.Session) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Without JetStream (an external server that lacks it), auto keeps the
