@@ -73,10 +73,10 @@ func (h *FeedHandler) joinRecord() error {
 	}
 	key := h.cfg.FeedName
 	for attempt := 1; attempt <= recordAttempts; attempt++ {
-		entry, err := kv.Get(ctx, key)
+		entry, err := settled(ctx, func() (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			rec := h.newRecord(identity, nil)
-			if _, err := kv.Create(ctx, key, rec.value()); err == nil {
+			if _, err := settled(ctx, func() (uint64, error) { return kv.Create(ctx, key, rec.value()) }); err == nil {
 				return h.startedSessions(rec, "no record: first feed handler of the feed")
 			} else if !errors.Is(err, jetstream.ErrKeyExists) {
 				return fmt.Errorf("fh: create the session record %s/%s: %w", natsconn.SessionBucket, key, err)
@@ -120,12 +120,26 @@ func (h *FeedHandler) joinRecord() error {
 			why = "the record's sessions ended"
 		}
 		next := h.newRecord(identity, sessions)
-		if _, err := kv.Update(ctx, key, next.value(), entry.Revision()); err == nil {
+		if _, err := settled(ctx, func() (uint64, error) { return kv.Update(ctx, key, next.value(), entry.Revision()) }); err == nil {
 			return h.startedSessions(next, why)
 		}
 		// A peer updated it first: read it again and join.
 	}
 	return fmt.Errorf("fh: the session record %s/%s changed under every one of %d attempts to take it", natsconn.SessionBucket, key, recordAttempts)
+}
+
+// settled returns what call returns once it is not the error a JetStream
+// call gives while a newly created, replicated bucket still elects its
+// leader or its replicas still subscribe (no responders, a timeout): it
+// calls again every 50 ms until then, or until ctx ends.
+func settled[T any](ctx context.Context, call func() (T, error)) (T, error) {
+	for {
+		v, err := call()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout)) {
+			return v, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // recordBucket returns the session record's bucket, creating it (replicated
