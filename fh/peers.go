@@ -145,10 +145,14 @@ func settled[T any](ctx context.Context, call func() (T, error)) (T, error) {
 // recordBucket returns the session record's bucket, creating it (replicated
 // on up to three servers of the cluster) if it does not exist.
 func (h *FeedHandler) recordBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	if js, _ := h.nc.ConnectedServerJetStream(); !js {
+		return nil, fmt.Errorf("%w (server %s)", errNoJetStream, h.nc.ConnectedUrlRedacted())
+	}
 	replicas := min(natsconn.MaxSessionReplicas, max(1, len(h.nc.Servers())))
-	kv, err := natsconn.OpenSessionBucket(ctx, h.nc, replicas)
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
-		errors.Is(err, nats.ErrNoResponders) {
+	// A cluster that has just started may still elect its JetStream
+	// leader: no responders then means "not yet", not "no JetStream".
+	kv, err := settled(ctx, func() (jetstream.KeyValue, error) { return natsconn.OpenSessionBucket(ctx, h.nc, replicas) })
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return nil, fmt.Errorf("%w (%v)", errNoJetStream, err)
 	}
 	if err != nil {
