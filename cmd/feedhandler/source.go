@@ -36,8 +36,7 @@ type fileSource struct {
 }
 
 // parseFileSource parses --source; ok is false for the synthetic source.
-// A pcap: path may hold colons: only a trailing :GROUP:PORT that parses as
-// an IPv4 address and port is taken as the filter.
+// A pcap: path may hold colons (pcap.SplitPath).
 func parseFileSource(source string) (fs fileSource, ok bool) {
 	if path, ok := strings.CutPrefix(source, itchPrefix); ok {
 		return fileSource{path: path}, true
@@ -46,14 +45,8 @@ func parseFileSource(source string) (fs fileSource, ok bool) {
 	if !ok {
 		return fileSource{}, false
 	}
-	fs = fileSource{pcap: true, path: rest}
-	if i := strings.LastIndexByte(rest, ':'); i > 0 {
-		if j := strings.LastIndexByte(rest[:i], ':'); j >= 0 {
-			if dst, err := netip.ParseAddrPort(rest[j+1:]); err == nil && dst.Addr().Is4() {
-				fs.path, fs.dst = rest[:j], dst
-			}
-		}
-	}
+	fs = fileSource{pcap: true}
+	fs.path, fs.dst = pcap.SplitPath(rest)
 	return fs, true
 }
 

@@ -1,15 +1,19 @@
 // Command moldreplay is a test exchange: it serves an ITCH 5.0 file (plain or
-// gzip) as a live exchange-style MoldUDP64 feed on an A and an optional B
+// gzip), or a capture of MoldUDP64 packets carrying ITCH 5.0 (pcap or
+// pcapng), as a live exchange-style MoldUDP64 feed on an A and an optional B
 // multicast line, and answers MoldUDP64 re-requests over UDP unicast as an
 // exchange's re-request server does.
 //
 // Usage:
 //
 //	moldreplay --itch FILE [--group A] [--group-b B] [--rerequest HOST:PORT] [flags]
+//	moldreplay --pcap FILE[:GROUP:PORT] [--group A] [flags]
 //
 // The messages are the file's, unchanged and in order, numbered from 1 in
-// one session (--session, or derived from the file name). They are paced at
-// the file's recorded speed times --speed (by the ITCH timestamps, from the
+// one session (--session, or derived from the file name); a capture's are
+// those of the session it carries, in its sequence order, each counted once
+// (package pcap). They are paced at the input's recorded speed times --speed
+// (a file by its ITCH timestamps, a capture by its capture times, from the
 // first message: a file that starts mid-day starts at once), at --rate
 // messages per second, or as fast as possible (--speed 0). A packet goes out
 // when it is full or when the next message is not yet due; a line idle for
@@ -35,7 +39,8 @@
 //
 // At the end it prints one JSON summary line on stdout. Bad flags exit 2
 // with a message naming the flag; an input that is not valid ITCH exits 1
-// after the summary. Settings come from flags only (no environment
+// after the summary; a capture's malformed records are counted, logged and
+// skipped. Settings come from flags only (no environment
 // variables, so that a feed handler's TICKCAST_* settings do not reach the
 // exchange). See docs/moldreplay.md.
 package main
@@ -56,41 +61,46 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/feed/pcap"
 	"github.com/tickcast/tickcast/internal/logging"
 	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud/udp"
 )
 
 // settings are moldreplay's flags.
 type settings struct {
-	itch, session, group, groupB, iface string
-	ttl, maxDatagram, endRepeat         int
-	speed, rate                         float64
-	heartbeat, linger                   time.Duration
-	loss                                [2]float64
-	burst                               [2]int
-	silence                             [2]string
-	seed, store                         uint64
-	rerequest                           string
-	maxCount                            int
-	rerequestOff, rerequestGarbage      bool
-	rerequestStopAfter                  time.Duration
-	logFormat, logLevel                 string
-	set                                 map[string]bool // flags given
+	itch, pcap, session, group, groupB string
+	iface                              string
+	ttl, maxDatagram, endRepeat        int
+	speed, rate                        float64
+	heartbeat, linger                  time.Duration
+	loss                               [2]float64
+	burst                              [2]int
+	silence                            [2]string
+	seed, store                        uint64
+	rerequest                          string
+	maxCount                           int
+	rerequestOff, rerequestGarbage     bool
+	rerequestStopAfter                 time.Duration
+	logFormat, logLevel                string
+	set                                map[string]bool // flags given
 }
 
 func newFlagSet(s *settings, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("moldreplay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&s.itch, "itch", "", "ITCH 5.0 file to serve, in NASDAQ's format, plain or gzip (required)")
+	fs.StringVar(&s.itch, "itch", "", "ITCH 5.0 file to serve, in NASDAQ's format, plain or gzip (this or --pcap is required)")
+	fs.StringVar(&s.pcap, "pcap", "", "FILE[:GROUP:PORT]: capture (pcap or pcapng) of MoldUDP64 packets carrying ITCH 5.0 to serve, its datagrams to GROUP:PORT only if given, paced by its capture times")
 	fs.StringVar(&s.session, "session", "", "MoldUDP64 session, 1 to 10 printable ASCII characters (empty: the first 10 letters and digits of the file name, upper-cased)")
 	fs.StringVar(&s.group, "group", "239.77.100.1:32001", "A-line multicast group:port")
 	fs.StringVar(&s.groupB, "group-b", "", "B-line multicast group:port (empty: no B line)")
 	fs.StringVar(&s.iface, "iface", "127.0.0.1", "IPv4 address of the interface to send on")
 	fs.IntVar(&s.ttl, "ttl", 0, "multicast TTL (0 keeps packets on this host)")
 	fs.IntVar(&s.maxDatagram, "max-datagram", 1472, "largest packet in bytes, for the feed and the re-request answers")
-	fs.Float64Var(&s.speed, "speed", 1, "pace at the file's recorded speed times this factor, by its ITCH timestamps from the first message (2: twice as fast; 0: as fast as possible)")
+	fs.Float64Var(&s.speed, "speed", 1, "pace at the input's recorded speed times this factor, from the first message: a file's ITCH timestamps, a capture's capture times (2: twice as fast; 0: as fast as possible)")
 	fs.Float64Var(&s.rate, "rate", 0, "pace at this many messages per second instead of the recorded speed; cannot be combined with --speed")
 	fs.DurationVar(&s.heartbeat, "heartbeat", time.Second, "idle time after which a line sends a heartbeat")
 	fs.IntVar(&s.endRepeat, "end-repeat", 3, "times end of session is sent at the end, 100ms (or --heartbeat, if shorter) apart")
@@ -133,8 +143,10 @@ func (s *settings) check() (options, error) {
 	var o options
 	var err error
 	switch {
-	case s.itch == "":
-		return o, flagError("itch", "the ITCH 5.0 file to serve is required")
+	case s.itch == "" && s.pcap == "":
+		return o, flagError("itch", "the ITCH 5.0 file (--itch) or the capture (--pcap) to serve is required")
+	case s.itch != "" && s.pcap != "":
+		return o, flagError("pcap", "cannot be combined with --itch: serve one input")
 	case s.set["speed"] && s.set["rate"]:
 		return o, flagError("speed", "cannot be combined with --rate: pace by one or the other")
 	case s.speed < 0:
@@ -161,7 +173,7 @@ func (s *settings) check() (options, error) {
 	}
 	name := s.session
 	if name == "" {
-		name = sessionFromFile(s.itch)
+		name = sessionFromFile(s.path())
 	}
 	if o.session, err = mold.ParseSession(name); err != nil {
 		return o, flagError("session", "%v", err)
@@ -210,6 +222,15 @@ func (s *settings) check() (options, error) {
 	return o, nil
 }
 
+// path returns the input file's path: --itch, or --pcap without its filter.
+func (s *settings) path() string {
+	if s.itch != "" {
+		return s.itch
+	}
+	path, _ := pcap.SplitPath(s.pcap)
+	return path
+}
+
 // sessionFromFile derives a session from a file name: its first 10 letters
 // and digits, upper-cased ("12302019_SNIPPET.NASDAQ_ITCH50" gives
 // "12302019SN"), or REPLAY when it has none.
@@ -237,6 +258,7 @@ type Summary struct {
 	EndOfSession uint64          `json:"end_of_session"`
 	Lines        map[string]any  `json:"lines"`
 	Rerequest    *RerequestStats `json:"rerequest,omitempty"`
+	Capture      *CaptureStats   `json:"capture,omitempty"` // --pcap only
 	ElapsedS     float64         `json:"elapsed_s"`
 	Error        string          `json:"error,omitempty"`
 }
@@ -255,7 +277,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	var s settings
 	fs := newFlagSet(&s, stderr)
 	usage := func() {
-		fmt.Fprint(stdout, "Usage: moldreplay --itch FILE [flags]\n\nServes an ITCH 5.0 file as a MoldUDP64 feed on an A and an optional B multicast line,\nwith injected loss, and answers MoldUDP64 re-requests (docs/moldreplay.md).\nSettings come from flags only.\n\n")
+		fmt.Fprint(stdout, "Usage: moldreplay --itch FILE [flags]\n       moldreplay --pcap FILE[:GROUP:PORT] [flags]\n\nServes an ITCH 5.0 file, or a capture of MoldUDP64 packets carrying ITCH 5.0, as a\nMoldUDP64 feed on an A and an optional B multicast line, with injected loss, and\nanswers MoldUDP64 re-requests (docs/moldreplay.md). Settings come from flags only.\n\n")
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
 	}
@@ -271,7 +293,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "moldreplay: unexpected argument %q (the file goes after --itch)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "moldreplay: unexpected argument %q (the file goes after --itch or --pcap)\n", fs.Arg(0))
 		return 2
 	}
 	s.set = map[string]bool{}
@@ -286,15 +308,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		fmt.Fprintf(stderr, "moldreplay: --log: %v\n", err)
 		return 2
 	}
-	f, err := os.Open(s.itch)
+	inputFlag := "itch"
+	if s.pcap != "" {
+		inputFlag = "pcap"
+	}
+	f, err := os.Open(s.path())
 	if err != nil {
-		fmt.Fprintf(stderr, "moldreplay: --itch: %v\n", err)
+		fmt.Fprintf(stderr, "moldreplay: --%s: %v\n", inputFlag, err)
 		return 2
 	}
 	defer f.Close()
-	in, err := newITCHInput(f)
+	in, capture, err := openInput(f, s.pcap, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "moldreplay: --itch %s: %v\n", s.itch, err)
+		fmt.Fprintf(stderr, "moldreplay: --%s %s: %v\n", inputFlag, s.path(), err)
 		return 1
 	}
 	st := newStore(s.store)
@@ -331,7 +357,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		}
 		ready(addr)
 	}
-	log.Info().Str("itch", s.itch).Str("session", o.session.String()).Str("groups", fmt.Sprint(o.groups)).
+	log.Info().Str(inputFlag, s.path()).Str("session", o.session.String()).Str("groups", fmt.Sprint(o.groups)).
 		Float64("speed", s.speed).Float64("rate", s.rate).Msg("serving")
 	start := time.Now()
 	runErr := x.run(ctx, in)
@@ -344,6 +370,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		EndOfSession: x.endSent, Lines: map[string]any{}}
 	for i, l := range lines {
 		sum.Lines[[]string{"a", "b"}[i]] = l.stats
+	}
+	if capture != nil {
+		st := capture.Stats()
+		sum.Capture = &st
 	}
 	if srv != nil {
 		select {
@@ -360,6 +390,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	b, _ := json.Marshal(sum)
 	fmt.Fprintln(stdout, string(b))
 	return code
+}
+
+// openInput returns the Input of f: an ITCH file, or, when pcapSpec (the
+// --pcap flag) is set, a capture, which it also returns to report on. A
+// capture's malformed records and the gaps in its sequence are logged.
+func openInput(f io.Reader, pcapSpec string, log zerolog.Logger) (Input, *pcapInput, error) {
+	if pcapSpec == "" {
+		in, err := newITCHInput(f)
+		return in, nil, err
+	}
+	_, dst := pcap.SplitPath(pcapSpec)
+	malformed := 0
+	in, err := newPcapInput(f, dst, func(err error) {
+		// The first ten, then every thousandth: a capture that is all
+		// garbage must not flood the log.
+		if malformed++; malformed <= 10 || malformed%1000 == 0 {
+			log.Warn().Err(err).Int("malformed", malformed).Msg("capture record skipped")
+		}
+	}, func(ev *seqgap.Event) {
+		switch ev.Kind {
+		case seqgap.EventLost:
+			log.Warn().Uint64("from", ev.Range.From).Uint64("to", ev.Range.To).
+				Msg("capture gap: these messages were not captured and are not served")
+		case seqgap.EventSessionStart, seqgap.EventSessionEnd:
+			log.Info().Str("event", ev.Kind.String()).Msg("capture")
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return in, in, nil
 }
 
 // monoClock returns a monotonic clock in nanoseconds since the call.

@@ -475,6 +475,7 @@ func TestBadFlagsExit2(t *testing.T) {
 	}{
 		{nil, "--itch"},
 		{[]string{"--itch", snippet, "--speed", "2", "--rate", "1000"}, "--speed: cannot be combined with --rate"},
+		{[]string{"--itch", snippet, "--pcap", snippet}, "--pcap: cannot be combined with --itch"},
 		{[]string{"--itch", snippet, "--speed", "-1"}, "--speed"},
 		{[]string{"--itch", snippet, "--rate", "-1"}, "--rate"},
 		{[]string{"--itch", snippet, "--speed", "fast"}, "-speed"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/tickcast/tickcast/mold"
@@ -45,6 +46,21 @@ type Config struct {
 	OnEvent func(ev *seqgap.Event)
 }
 
+// SplitPath splits PATH[:GROUP:PORT], as command lines name a capture and
+// the datagrams to keep from it, into the path and the filter (zero: keep
+// every datagram). A path may hold colons: only a trailing :GROUP:PORT that
+// parses as an IPv4 address and port is taken as the filter.
+func SplitPath(spec string) (path string, dst netip.AddrPort) {
+	if i := strings.LastIndexByte(spec, ':'); i > 0 {
+		if j := strings.LastIndexByte(spec[:i], ':'); j >= 0 {
+			if dst, err := netip.ParseAddrPort(spec[j+1:]); err == nil && dst.Addr().Is4() {
+				return spec[:j], dst
+			}
+		}
+	}
+	return spec, netip.AddrPort{}
+}
+
 // reorderWindow is how far ahead of a gap messages wait for it to fill: the
 // A and B copies of a packet lie close together in a capture.
 const reorderWindow = 1 << 12
@@ -71,6 +87,7 @@ type Messages struct {
 	ends []int
 	pos  int
 	off  int64 // file offset of the record of the current packet
+	ns   int64 // capture time of the record of the current packet
 	err  error // sticky end: io.EOF or what ended the file
 }
 
@@ -112,6 +129,12 @@ func (m *Messages) MoldCounts() *MoldCounts {
 // Offset returns the bytes of the file consumed so far.
 func (m *Messages) Offset() int64 { return m.dr.Offset() }
 
+// Time returns the capture time, in nanoseconds since the Unix epoch, of
+// the record whose packet released the message Next returned last: the
+// packet that carried it, or, for a message that waited behind a gap, the
+// one that filled the gap.
+func (m *Messages) Time() int64 { return m.ns }
+
 // Next returns the next ITCH message, valid until the next call, and the
 // file offset of the record that carried it. It returns io.EOF at the end
 // of the capture, or the error that ended it (a truncated file, a read
@@ -123,6 +146,7 @@ func (m *Messages) Next() ([]byte, int64, error) {
 		}
 		m.buf, m.ends, m.pos = m.buf[:0], m.ends[:0], 0
 		m.fill()
+		m.ns = m.lastNs
 	}
 	start := 0
 	if m.pos > 0 {
