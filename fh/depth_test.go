@@ -49,11 +49,16 @@ type bookHandler struct {
 	books   []book.Books
 	misfits []error // level deltas that did not fit their book
 	snaps   int
+	// applied, when set, is called after each message is applied.
+	applied func(ch int, seq uint64)
 }
 
-func (h *bookHandler) Message(ch int, _ uint64, msg []byte, _ int64) {
+func (h *bookHandler) Message(ch int, seq uint64, msg []byte, _ int64) {
 	if err := h.books[ch].Apply(msg); err != nil && len(h.misfits) < 10 {
 		h.misfits = append(h.misfits, err)
+	}
+	if h.applied != nil {
+		h.applied(ch, seq)
 	}
 }
 
@@ -75,7 +80,11 @@ type depthSubscriber struct {
 	done chan error
 }
 
-func startDepthSubscriber(t *testing.T, natsURL string, group netip.AddrPort, channels int, inject faults.Config, conflate bool) *depthSubscriber {
+// startDepthSubscriber starts a depthSubscriber that runs until every
+// channel's session has ended, or for at most limit. applied, if not nil,
+// is its handler's (bookHandler.applied).
+func startDepthSubscriber(t *testing.T, natsURL string, group netip.AddrPort, channels int, inject faults.Config, conflate bool,
+	limit time.Duration, applied func(ch int, seq uint64)) *depthSubscriber {
 	t.Helper()
 	nc, err := natsconn.Connect(natsconn.ConnConfig{URL: natsURL, Name: "depth-test"}, nil)
 	if err != nil {
@@ -111,16 +120,41 @@ func startDepthSubscriber(t *testing.T, natsURL string, group netip.AddrPort, ch
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sub.Close() })
-	s := &depthSubscriber{sub: sub, h: &bookHandler{books: make([]book.Books, channels)}, done: make(chan error, 1)}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	s := &depthSubscriber{sub: sub, h: &bookHandler{books: make([]book.Books, channels), applied: applied}, done: make(chan error, 1)}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	t.Cleanup(cancel)
 	go func() { s.done <- sub.Run(ctx, s.h, sub.AllEnded) }()
 	return s
 }
 
+// topLevels is a copy of the top levels of a feed handler's books: per
+// instrument (stock locate) and side, best first.
+type topLevels map[uint32][]itch.Level
+
+func topKey(locate uint16, side feed.Side) uint32 { return uint32(locate)<<8 | uint32(side) }
+
+// copyTop copies the top depth levels of every book in b.
+func copyTop(b *itch.Books, depth int) topLevels {
+	top := topLevels{}
+	for l := range 1 << 16 {
+		for _, side := range []feed.Side{feed.SideBuy, feed.SideSell} {
+			if lv := b.Levels(uint16(l), byte(side), nil); len(lv) > 0 {
+				top[topKey(uint16(l), side)] = lv[:min(len(lv), depth)]
+			}
+		}
+	}
+	return top
+}
+
 // sameBooks compares the subscriber's books with the top depth levels of
 // the feed handler's books, every instrument and side.
 func sameBooks(fhBooks *itch.Books, subBooks []book.Books, depth int) error {
+	return sameTop(copyTop(fhBooks, depth), subBooks)
+}
+
+// sameTop compares the subscriber's books with a copy of the feed
+// handler's top levels, every instrument and side.
+func sameTop(top topLevels, subBooks []book.Books) error {
 	compared := 0
 	for l := range 1 << 16 {
 		locate := uint16(l)
@@ -134,14 +168,13 @@ func sameBooks(fhBooks *itch.Books, subBooks []book.Books, depth int) error {
 			}
 		}
 		for _, side := range []feed.Side{feed.SideBuy, feed.SideSell} {
-			want := fhBooks.Levels(locate, byte(side), nil)
-			want = want[:min(len(want), depth)]
+			want := top[topKey(locate, side)]
 			var got []book.Level
 			if held != nil {
 				got = held.Depth(side, held.Len(side))
 			}
 			if len(got) != len(want) {
-				return fmt.Errorf("instrument %d side %c: %d levels, the feed handler's top %d has %d", locate, side, len(got), depth, len(want))
+				return fmt.Errorf("instrument %d side %c: %d levels, the feed handler's top levels are %d", locate, side, len(got), len(want))
 			}
 			for i, w := range want {
 				if g := got[i]; g.Px != int64(w.Price) || g.Size != w.Shares || g.Orders != w.Orders {
@@ -190,8 +223,8 @@ func TestDepthSubscribersMatchBooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	lossy := startDepthSubscriber(t, h.NATSURL(), group, channels, faults.Config{Seed: 13, Loss: 0.05}, false)
-	conflating := startDepthSubscriber(t, h.NATSURL(), group, channels, faults.Config{}, true)
+	lossy := startDepthSubscriber(t, h.NATSURL(), group, channels, faults.Config{Seed: 13, Loss: 0.05}, false, time.Minute, nil)
+	conflating := startDepthSubscriber(t, h.NATSURL(), group, channels, faults.Config{}, true, time.Minute, nil)
 	var late *depthSubscriber
 	runDone := make(chan error, 1)
 	go func() {
@@ -200,7 +233,7 @@ func TestDepthSubscribersMatchBooks(t *testing.T) {
 	}()
 	select {
 	case <-counted.half:
-		late = startDepthSubscriber(t, h.NATSURL(), group, channels, faults.Config{}, false)
+		late = startDepthSubscriber(t, h.NATSURL(), group, channels, faults.Config{}, false, time.Minute, nil)
 	case err := <-runDone:
 		t.Fatalf("Run ended before half the feed: %v\n%s", err, logs.String())
 	}

@@ -234,6 +234,12 @@ func (s *Source) MidDay() bool { return s.midDay }
 // Offset returns the bytes of uncompressed input consumed so far.
 func (s *Source) Offset() int64 { return s.rd.Offset() }
 
+// Settled reports whether Next has returned every message normalized from
+// the ITCH messages read so far: Books then holds exactly the state those
+// messages describe. Between the messages of one ITCH message (a quote and
+// its level deltas, say) Books is already ahead of them.
+func (s *Source) Settled() bool { return s.head == s.tail && !s.bcast }
+
 // Next fills m with the next normalized message. It returns io.EOF at the
 // end of the input, and a *FormatError for a message whose length does not
 // match its type or that the input cuts short; errors are sticky. Next does
