@@ -106,7 +106,9 @@ func NewBooks(capacity int) *Books {
 	// At most half full, so probe sequences stay short.
 	n := 1 << bits.Len(uint(2*capacity-1))
 	n = max(n, 2)
-	return &Books{slots: make([]Order, n), mask: uint64(n - 1), shift: uint8(64 - bits.TrailingZeros(uint(n))), capacity: capacity}
+	slots := make([]Order, n)
+	adviseHuge(slots)
+	return &Books{slots: slots, mask: uint64(n - 1), shift: uint8(64 - bits.TrailingZeros(uint(n))), capacity: capacity}
 }
 
 // Capacity returns the most live orders the table holds.

@@ -3,6 +3,7 @@ package itch
 import (
 	"errors"
 	"io"
+	"unsafe"
 
 	"github.com/tickcast/tickcast/config"
 	"time"
@@ -183,6 +184,7 @@ type Source struct {
 	bcastFlags  feed.Flags
 	bcastNs     int64
 	recvNs      int64 // RecvNs of the ITCH message being normalized
+	ahead       readAhead
 	lastNs      int64 // ITCH timestamp of the last message read
 }
 
@@ -213,12 +215,14 @@ func NewMessageSource(r MessageReader, cfg Config) (*Source, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Source{
+	s := &Source{
 		cfg:    cfg,
 		rd:     r,
 		books:  NewBooks(cfg.OrderCapacity),
 		midDay: cfg.Start == StartMidDay,
-	}, nil
+	}
+	s.ahead.on = uintptr(len(s.books.slots))*unsafe.Sizeof(Order{}) >= lookAheadTable
+	return s, nil
 }
 
 // Stats returns the counters so far.
@@ -260,7 +264,7 @@ func (s *Source) Next(m *feed.Msg) error {
 		if s.err != nil {
 			return s.err
 		}
-		b, off, err := s.rd.Next()
+		b, off, err := s.next()
 		switch err {
 		case nil:
 		case feed.ErrIdle:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -461,7 +462,10 @@ func (r *lossyReader) Offset() int64 { return int64(r.i) }
 
 // TestInputLost: a reader's ErrLost makes a status flagged book-incomplete,
 // reason LOST, for every instrument defined so far, and flags every later
-// quote; feed.ErrIdle passes through without ending the source.
+// quote; feed.ErrIdle passes through without ending the source. Both come
+// out where they fell among the messages, though the source reads ahead,
+// and a message too long for a look-ahead slot (of no ITCH type) in the
+// middle leaves the messages around it whole.
 func TestInputLost(t *testing.T) {
 	var s stream
 	s.sys('O')
@@ -479,7 +483,9 @@ func TestInputLost(t *testing.T) {
 		}
 		msgs = append(msgs, append([]byte(nil), m...))
 	}
-	r := &lossyReader{msgs: msgs, at: map[int]error{1: feed.ErrIdle, 5: ErrLost}}
+	big := bytes.Repeat([]byte{'z'}, 3*aheadSlot)
+	msgs = slices.Insert(msgs, 3, big)
+	r := &lossyReader{msgs: msgs, at: map[int]error{1: feed.ErrIdle, 6: ErrLost}}
 	src, err := NewMessageSource(r, Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -491,6 +497,7 @@ func TestInputLost(t *testing.T) {
 		switch {
 		case err == feed.ErrIdle:
 			idle++
+			got = append(got, "idle")
 		case err != nil:
 			t.Fatal(err)
 		default:
@@ -500,7 +507,11 @@ func TestInputLost(t *testing.T) {
 	if idle != 1 {
 		t.Errorf("ErrIdle passed on %d times, want 1", idle)
 	}
+	if n := src.Stats().SkippedTypes['z']; n != 1 {
+		t.Errorf("%d messages of type 'z' skipped, want 1", n)
+	}
 	checkLines(t, got, `
+		idle
 		definition 1 AAPL scale=4 cat='Q' lot=100
 		status 1 state=H reason="    "
 		definition 3 MSFT scale=4 cat='Q' lot=100

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package itch
+
+// adviseHuge does nothing where transparent huge pages are not Linux's.
+func adviseHuge([]Order) {}

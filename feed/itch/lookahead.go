@@ -1,0 +1,116 @@
+package itch
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"github.com/tickcast/tickcast/feed"
+)
+
+// lookAhead is how many ITCH messages a Source reads ahead of the one it
+// normalizes. On a full-size day the order table and the books are far
+// larger than the caches, so nearly every event misses them; prefetching
+// the table slot and the best levels of each message lookAhead messages
+// early lets those misses overlap instead of coming one after another.
+const lookAhead = 16
+
+// lookAheadTable is the smallest order table (in bytes) a Source reads
+// ahead for: a smaller one stays in the caches, where copying each message
+// costs more than the prefetches save.
+const lookAheadTable = 8 << 20
+
+// aheadSlot holds the bytes of every ITCH 5.0 message (the longest is 50).
+const aheadSlot = 64
+
+// ahead is one message read ahead: its bytes, copied (a MessageReader's
+// are valid only until its next call), and its file offset. A message too
+// long for a slot (no ITCH 5.0 type is) is held in the Source's big buffer
+// instead, and nothing is read past it until it has been handled.
+type ahead struct {
+	b   [aheadSlot]byte
+	n   int
+	big bool
+	off int64
+}
+
+// readAhead is the look-ahead state of a Source.
+type readAhead struct {
+	ring       [lookAhead]ahead
+	head, size int
+	big        []byte // the one message too long for a slot
+	bigHeld    bool
+	err        error // what ended the reading ahead, returned after the messages before it
+	on         bool  // the order table is large enough to read ahead for (lookAheadTable)
+}
+
+// next returns the next ITCH message and its offset, or the reader's error
+// once the messages read before it have been returned. feed.ErrIdle and
+// ErrLost are returned once, where they fell among the messages; other
+// errors stay.
+func (s *Source) next() ([]byte, int64, error) {
+	a := &s.ahead
+	if !a.on {
+		return s.rd.Next()
+	}
+	for a.size < lookAhead && a.err == nil && !a.bigHeld {
+		b, off, err := s.rd.Next()
+		if err != nil {
+			a.err = err
+			break
+		}
+		slot := &a.ring[(a.head+a.size)%lookAhead]
+		slot.n, slot.off, slot.big = len(b), off, len(b) > aheadSlot
+		if slot.big {
+			a.big = append(a.big[:0], b...)
+			a.bigHeld = true
+		} else {
+			copy(slot.b[:], b)
+		}
+		a.size++
+		s.touch(b)
+	}
+	if a.size == 0 {
+		err := a.err
+		if err == ErrLost || err == feed.ErrIdle {
+			a.err = nil
+		}
+		return nil, s.rd.Offset(), err
+	}
+	slot := &a.ring[a.head]
+	a.head = (a.head + 1) % lookAhead
+	a.size--
+	if slot.big {
+		a.bigHeld = false
+		return a.big, slot.off, nil
+	}
+	return slot.b[:slot.n], slot.off, nil
+}
+
+// touch reads the order table slot an order event will look up, so that
+// the cache line is on its way by the time the event is handled.
+func (s *Source) touch(b []byte) {
+	if len(b) < 19 {
+		return
+	}
+	switch Type(b[0]) {
+	case TypeAddOrder, TypeAddOrderMPID, TypeOrderExecuted, TypeOrderExecutedPrice, TypeOrderCancel, TypeOrderDelete, TypeOrderReplace:
+		ref := binary.BigEndian.Uint64(b[11:19])
+		prefetch(uintptr(unsafe.Pointer(&s.books.slots[s.books.home(ref)])))
+		if locate := int(binary.BigEndian.Uint16(b[1:3])); locate < len(s.books.books) {
+			bk := &s.books.books[locate]
+			prefetchTop(bk.bids)
+			prefetchTop(bk.asks)
+		}
+	}
+}
+
+// prefetchTop prefetches the best levels of a side (kept last), where most
+// changes happen: four cache lines, 16 levels.
+func prefetchTop(side []Level) {
+	if n := len(side); n > 0 {
+		end := uintptr(unsafe.Pointer(unsafe.SliceData(side))) + uintptr(n)*unsafe.Sizeof(Level{})
+		for i := uintptr(1); i <= 4 && i*64 <= uintptr(n)*unsafe.Sizeof(Level{})+63; i++ {
+			prefetch(end - i*64)
+		}
+	}
+}

@@ -1,0 +1,8 @@
+package itch
+
+// prefetch asks the CPU to bring the cache line at addr into its caches
+// without waiting for it (PREFETCHT0): unlike a load, it never holds up the
+// instructions after it, and it never faults.
+//
+//go:noescape
+func prefetch(addr uintptr)

@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package itch
+
+// prefetch does nothing on this architecture: the look-ahead then only
+// costs its copies.
+func prefetch(uintptr) {}
