@@ -86,9 +86,10 @@ type book struct {
 // capacity: adds, executions, cancels, deletes and replaces never allocate.
 // A stock's book starts with room for 32 levels a side; a side grows (by
 // doubling) when it first holds more levels than ever before, which
-// becomes rare once the day has warmed up (docs/scale.md). Every level
-// holds at least one live order, so the levels are bounded by the table's
-// capacity.
+// becomes rare once the day has warmed up, into a level arena made with the
+// table (levelArena; docs/scale.md), so that growing does not allocate.
+// Every level holds at least one live order, so the levels are bounded by
+// the table's capacity.
 type Books struct {
 	slots    []Order
 	mask     uint64
@@ -96,6 +97,7 @@ type Books struct {
 	live     int
 	capacity int
 	high     int
+	levels   levelArena
 	books    []book // by stock locate, grown to the highest seen; held inline, one memory access fewer per event
 }
 
@@ -108,7 +110,8 @@ func NewBooks(capacity int) *Books {
 	n = max(n, 2)
 	slots := make([]Order, n)
 	adviseHuge(slots)
-	return &Books{slots: slots, mask: uint64(n - 1), shift: uint8(64 - bits.TrailingZeros(uint(n))), capacity: capacity}
+	return &Books{slots: slots, mask: uint64(n - 1), shift: uint8(64 - bits.TrailingZeros(uint(n))), capacity: capacity,
+		levels: newLevelArena(levelArenaSize(capacity))}
 }
 
 // Capacity returns the most live orders the table holds.
@@ -185,12 +188,20 @@ func (b *Books) book(locate uint16) *book {
 	}
 	bk := &b.books[locate]
 	if bk.bids == nil {
-		// Both sides in one allocation, with room for the levels most
-		// stocks ever hold; a wider side grows by doubling.
-		lv := make([]Level, 2*initialLevels)
-		bk.bids, bk.asks = lv[:0:initialLevels], lv[initialLevels:initialLevels]
+		// Room for the levels most stocks ever hold; a wider side grows
+		// by doubling, in the level arena.
+		bk.bids, bk.asks = b.levels.get(initialLevels), b.levels.get(initialLevels)
 	}
 	return bk
+}
+
+// levelArenaSize is the level arena's size, in levels, for an order table
+// of capacity orders: a level per order the table holds, and as much again
+// for the room sides keep to grow into, plus the first blocks of 1,024
+// stocks. Touched only as it is used: a day that never fills the table
+// never touches most of it.
+func levelArenaSize(capacity int) int {
+	return 2*capacity + 2*initialLevels*1024
 }
 
 // levelIndex returns the index of price in side (sorted best last; asc
@@ -221,13 +232,16 @@ func (bk *book) side(s byte) (*[]Level, bool) {
 }
 
 // addLevel adds shares of one new order at price.
-func (bk *book) addLevel(s byte, price, shares uint32) {
+func (b *Books) addLevel(bk *book, s byte, price, shares uint32) {
 	lv, bid := bk.side(s)
 	i, ok := levelIndex(*lv, price, bid)
 	if ok {
 		(*lv)[i].Orders++
 		(*lv)[i].Shares += uint64(shares)
 		return
+	}
+	if len(*lv) == cap(*lv) {
+		b.levels.grow(lv)
 	}
 	*lv = append(*lv, Level{})
 	copy((*lv)[i+1:], (*lv)[i:])
@@ -265,7 +279,7 @@ func (b *Books) Add(locate uint16, ref uint64, side byte, shares, price uint32) 
 		return Full
 	}
 	b.insert(Order{Ref: ref, Shares: shares, Price: price, Locate: locate, Side: side})
-	b.book(locate).addLevel(side, price, shares)
+	b.addLevel(b.book(locate), side, price, shares)
 	return OK
 }
 
