@@ -144,18 +144,6 @@ func TestSpeedReplacesRate(t *testing.T) {
 	}
 }
 
-// captures holds the real NASDAQ captures, read in place (see
-// ../shared/testdata/README.md).
-const captures = "../../../shared/testdata/itch-pcap"
-
-func captureFile(t *testing.T, name string) string {
-	t.Helper()
-	p := filepath.Join(captures, name)
-	_, err := os.Stat(p)
-	testenv.Need(t, "itch-pcap", err == nil, "the real captures are not at "+captures)
-	return p
-}
-
 // pcapDryRun is the part of --dry-run's report a capture adds.
 type pcapDryRun struct {
 	Messages uint64            `json:"messages"`
@@ -179,7 +167,7 @@ type pcapDryRun struct {
 // sequences 14764496 (one message) and 19009117. A filter on another port
 // keeps nothing.
 func TestDryRunPcap(t *testing.T) {
-	path := captureFile(t, "Multiple.Packets.pcap")
+	path := testenv.RealCapture(t, "Multiple.Packets.pcap")
 	for _, c := range []struct {
 		source   string
 		messages uint64
@@ -221,7 +209,7 @@ func TestDryRunPcap(t *testing.T) {
 // of what was readable and the error naming the record, and exits 1; a
 // capture of another link type exits 2 naming it.
 func TestDryRunPcapTruncated(t *testing.T) {
-	path := captureFile(t, "Multiple.Packets.pcap")
+	path := testenv.RealCapture(t, "Multiple.Packets.pcap")
 	head := testenv.NeedTool(t, "head")
 	b, err := exec.Command(head, "-c", "1600", path).Output()
 	if err != nil {

@@ -15,19 +15,6 @@ import (
 	"github.com/tickcast/tickcast/internal/testenv"
 )
 
-// captures holds the real NASDAQ ITCH 5.0 captures (../shared/testdata).
-const captures = "../../../shared/testdata/itch-pcap"
-
-// realCapture returns the path of a real capture, or skips (fails under
-// TICKCAST_REQUIRE=itch-pcap) when ../shared is not beside the project.
-func realCapture(t *testing.T, name string) string {
-	t.Helper()
-	path := filepath.Join(captures, name)
-	_, err := os.Stat(path)
-	testenv.Need(t, "itch-pcap", err == nil, "the real captures are not at "+captures)
-	return path
-}
-
 // tsharkMessages decodes a capture's MoldUDP64 messages with tshark, an
 // independent decoder: each message, and the capture time (Unix ns) of
 // the frame that carried it, in frame order.
@@ -67,7 +54,7 @@ func tsharkMessages(t *testing.T, path string) (msgs [][]byte, stamps []int64) {
 // from it, each at the capture time of its frame, with the capture's gap
 // counted.
 func TestCaptureInput(t *testing.T) {
-	path := realCapture(t, "Multiple.Packets.pcap")
+	path := testenv.RealCapture(t, "Multiple.Packets.pcap")
 	want, stamps := tsharkMessages(t, path)
 	if len(want) != 39 {
 		t.Fatalf("tshark decodes %d messages; testdata/README.md says 39", len(want))
@@ -104,7 +91,7 @@ func TestCaptureInput(t *testing.T) {
 // reports the capture's counts. A filter naming another group serves
 // nothing.
 func TestServesTheCapture(t *testing.T) {
-	path := realCapture(t, "Multiple.Packets.pcap")
+	path := testenv.RealCapture(t, "Multiple.Packets.pcap")
 	want, _ := tsharkMessages(t, path)
 	for _, tc := range []struct{ spec string }{{path}, {path + ":233.54.12.111:26477"}} {
 		g := lineGroups(t)
@@ -142,7 +129,7 @@ func TestServesTheCapture(t *testing.T) {
 // record, then exits 1 naming the record; a link type the reader does not
 // decode exits 1 before serving, naming it; a missing file exits 2.
 func TestBadCaptures(t *testing.T) {
-	path := realCapture(t, "Multiple.Packets.pcap")
+	path := testenv.RealCapture(t, "Multiple.Packets.pcap")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/tickcast/tickcast/internal/testenv"
 )
 
 // FuzzMessages: any input, however wrong, ends in io.EOF or a *FormatError,
@@ -16,7 +18,10 @@ import (
 // below it gave it. Seeded with the real captures and, when editcap is
 // installed, their pcapng versions.
 func FuzzMessages(f *testing.F) {
-	paths, _ := filepath.Glob(filepath.Join(captures, "*.pcap"))
+	var paths []string
+	if dir, err := testenv.CaptureDir(); err == nil {
+		paths, _ = filepath.Glob(filepath.Join(dir, "*.pcap"))
+	}
 	editcap, _ := exec.LookPath("editcap")
 	for _, p := range paths {
 		if b, err := os.ReadFile(p); err == nil {

@@ -231,7 +231,7 @@ func snippetPackets(t *testing.T, maxDatagram int) [][]byte {
 // counts for the whole ITCH snippet framed 1,400 bytes a packet, every
 // packet sent twice (lines A and B), two of them out of order.
 func TestFragmented(t *testing.T) {
-	orig := captureFile(t, "Multiple.Packets.pcap")
+	orig := testenv.RealCapture(t, "Multiple.Packets.pcap")
 	// The datagrams the kernel must fragment: payload, UDP and IP headers
 	// beyond the MTU.
 	const mtu = 576

@@ -19,20 +19,6 @@ import (
 	"github.com/tickcast/tickcast/internal/testenv"
 )
 
-// captures is where the real NASDAQ captures are (see
-// ../shared/testdata/README.md: they are read there, never copied here).
-const captures = "../../../shared/testdata/itch-pcap"
-
-// captureFile returns the path of a real capture, skipping (or failing, with
-// TICKCAST_REQUIRE=itch-pcap) when ../shared is not beside the project.
-func captureFile(t testing.TB, name string) string {
-	t.Helper()
-	p := filepath.Join(captures, name)
-	_, err := os.Stat(p)
-	testenv.Need(t, "itch-pcap", err == nil, "the real captures are not at "+captures)
-	return p
-}
-
 // realCounts are the ITCH counts the README of the captures gives per file.
 var realCounts = map[string]map[string]uint64{
 	"AddOrderNoMpidAttributionMessage.pcap":  {"A": 1},
@@ -120,7 +106,7 @@ func tshark(t *testing.T, path string, fields ...string) [][]string {
 func TestRealCaptures(t *testing.T) {
 	for name, want := range realCounts {
 		t.Run(name, func(t *testing.T) {
-			path := captureFile(t, name)
+			path := testenv.RealCapture(t, name)
 			r, err := readCapture(t, path, Config{})
 			if err != nil || r.err != nil {
 				t.Fatalf("%v %v", err, r.err)
@@ -141,7 +127,7 @@ func TestRealCaptures(t *testing.T) {
 // 19009117 (38): one gap of the messages between, counted, reported and not
 // mistaken for the start of the capture.
 func TestGap(t *testing.T) {
-	path := captureFile(t, "Multiple.Packets.pcap")
+	path := testenv.RealCapture(t, "Multiple.Packets.pcap")
 	rows := tshark(t, path, "moldudp64.sequence", "moldudp64.count")
 	if len(rows) != 2 {
 		t.Fatalf("tshark: %v", rows)
@@ -164,7 +150,7 @@ func TestGap(t *testing.T) {
 // TestFilter: a GROUP:PORT filter keeps the feed's datagrams and drops the
 // others.
 func TestFilter(t *testing.T) {
-	path := captureFile(t, "Multiple.Packets.pcap")
+	path := testenv.RealCapture(t, "Multiple.Packets.pcap")
 	r, err := readCapture(t, path, Config{Dst: mustAddrPort("233.54.12.111:26477")})
 	if err != nil || r.err != nil || r.mold.Messages != 39 {
 		t.Fatalf("feed's group: %v %v %+v", err, r.err, r.mold)
@@ -192,7 +178,7 @@ func editcap(t *testing.T, in string, args ...string) string {
 // mergecap (every packet twice, as A and B lines) gives the same messages,
 // and each record's timestamp is the one tshark reads.
 func TestVariants(t *testing.T) {
-	orig := captureFile(t, "Multiple.Packets.pcap")
+	orig := testenv.RealCapture(t, "Multiple.Packets.pcap")
 	want := realCounts["Multiple.Packets.pcap"]
 	merge := testenv.NeedTool(t, "mergecap")
 	twice := filepath.Join(t.TempDir(), "twice.pcap")
@@ -261,7 +247,7 @@ func checkTimes(t *testing.T, path string, format Format) {
 // TestTruncated: a capture cut short (head -c) ends with an error naming
 // the record and saying the file ends, after every message before it.
 func TestTruncated(t *testing.T) {
-	orig := captureFile(t, "Multiple.Packets.pcap")
+	orig := testenv.RealCapture(t, "Multiple.Packets.pcap")
 	head := testenv.NeedTool(t, "head")
 	fi, err := os.Stat(orig)
 	if err != nil {
@@ -297,7 +283,7 @@ func TestTruncated(t *testing.T) {
 // TestWrongLinkType: a capture of a link type the decoder does not read is
 // an error naming it.
 func TestWrongLinkType(t *testing.T) {
-	orig := captureFile(t, "Multiple.Packets.pcap")
+	orig := testenv.RealCapture(t, "Multiple.Packets.pcap")
 	for _, format := range []string{"pcap", "pcapng"} {
 		r, err := readCapture(t, editcap(t, orig, "-F", format, "-T", "ieee-802-11"), Config{})
 		if err == nil {
@@ -313,7 +299,7 @@ func TestWrongLinkType(t *testing.T) {
 // each counted and reported with its number and what was wrong, and
 // skipped.
 func TestMalformed(t *testing.T) {
-	orig := captureFile(t, "Multiple.Packets.pcap")
+	orig := testenv.RealCapture(t, "Multiple.Packets.pcap")
 	r, err := readCapture(t, editcap(t, orig, "-F", "pcap", "-T", "rawip"), Config{})
 	if err != nil || r.err != nil {
 		t.Fatalf("%v %v", err, r.err)
@@ -333,7 +319,7 @@ func TestMalformed(t *testing.T) {
 // capture with its header fields byte-swapped, the packet bytes unchanged)
 // reads the same.
 func TestBigEndian(t *testing.T) {
-	orig, err := os.ReadFile(captureFile(t, "Multiple.Packets.pcap"))
+	orig, err := os.ReadFile(testenv.RealCapture(t, "Multiple.Packets.pcap"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +341,7 @@ func TestBigEndian(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	le, err1 := readCapture(t, captureFile(t, "Multiple.Packets.pcap"), Config{})
+	le, err1 := readCapture(t, testenv.RealCapture(t, "Multiple.Packets.pcap"), Config{})
 	be, err2 := readCapture(t, path, Config{})
 	if err1 != nil || err2 != nil || be.err != nil || !maps.Equal(be.itch, le.itch) || be.mold != le.mold {
 		t.Errorf("big-endian %v %v %+v, little-endian %+v", err2, be.err, be.mold, le.mold)
