@@ -289,3 +289,30 @@ func TestDryRunDepth(t *testing.T) {
 		t.Errorf("--depth 0: %v, want the default's %v without level deltas", off, on)
 	}
 }
+
+// TestDryRunGzipCutShort: an ITCH file gzipped (by the gzip tool) and cut
+// short prints the counts of what was readable and an error saying the
+// gzip stream ended early, and exits 1.
+func TestDryRunGzipCutShort(t *testing.T) {
+	gz := testenv.NeedTool(t, "gzip")
+	b, err := exec.Command(gz, "-c", snippet).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.gz")
+	if err := os.WriteFile(cut, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"--source", "itch:" + cut, "--dry-run", "--log-format", "json"}, env(nil), &out, &errb)
+	var r struct {
+		Messages uint64 `json:"messages"`
+		Error    string `json:"error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if code != 1 || r.Messages == 0 || r.Messages >= 1000 || !strings.Contains(r.Error, "gzip") || !strings.Contains(r.Error, "unexpected EOF") {
+		t.Errorf("exit %d, report %s; want exit 1, some of the 1,000 messages and an error saying the gzip stream ended early", code, out.String())
+	}
+}

@@ -518,3 +518,31 @@ func TestHelpTellsTheTruth(t *testing.T) {
 		}
 	})
 }
+
+// TestGzipCutShort: a gzipped file cut short is served up to where it can
+// be read, then the exchange ends the session and exits 1 with an error
+// saying the gzip stream ended early.
+func TestGzipCutShort(t *testing.T) {
+	data, err := os.ReadFile(gzipped(t, snippet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.gz")
+	if err := os.WriteFile(cut, data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := fileMessages(t, snippet)
+	g := lineGroups(t)
+	a := listenLine(t, g[0])
+	r := startReplay(t, "--itch", cut, "--speed", "0", "--group", g[0].String())
+	got := messagesBySeq(t, "CUTGZ", a.wait(t))
+	code, s := r.stop(t)
+	if code != 1 || !strings.Contains(s.Error, "gzip") || !strings.Contains(s.Error, "unexpected EOF") || len(got) == 0 || len(got) >= len(want) {
+		t.Fatalf("exit %d, error %q, %d messages served: want exit 1 saying the gzip stream ended early, after some of the %d", code, s.Error, len(got), len(want))
+	}
+	for i := range len(got) {
+		if !bytes.Equal(got[uint64(i+1)], want[i]) {
+			t.Fatalf("message %d is %x, the file's is %x", i+1, got[uint64(i+1)], want[i])
+		}
+	}
+}
