@@ -79,13 +79,15 @@ type Counters struct {
 }
 
 // Drops returns the counters of either directory that count dropped or
-// discarded packets (a name containing "drop" or "discard").
+// discarded packets (a name containing "drop" or "discard"), each name
+// once (counters/ first).
 func (c Counters) Drops() []Counter {
 	var d []Counter
 	for _, cs := range [][]Counter{c.Port, c.HW} {
 		for _, x := range cs {
 			n := strings.ToLower(x.Name)
-			if strings.Contains(n, "drop") || strings.Contains(n, "discard") {
+			dup := slices.ContainsFunc(d, func(y Counter) bool { return y.Name == x.Name })
+			if !dup && (strings.Contains(n, "drop") || strings.Contains(n, "discard")) {
 				d = append(d, x)
 			}
 		}

@@ -181,7 +181,7 @@ func TestNoDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "no RDMA devices found in /sys/class/infiniband (it does not exist: no RDMA driver is loaded)\n" +
-		"--iface interface 127.0.0.1 (lo): no RDMA device for this interface: unknown device type\n"
+		"--iface: interface 127.0.0.1 (lo): no RDMA device for this interface: unknown device type\n"
 	if sb.String() != want {
 		t.Errorf("WriteList:\n%s\nwant:\n%s", sb.String(), want)
 	}

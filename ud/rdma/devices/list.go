@@ -23,7 +23,7 @@ func WriteList(w io.Writer, iface string) error {
 	text := Format(devs, errors.Is(statErr, fs.ErrNotExist))
 	if iface != "" {
 		if b, err := ForInterface(iface); err != nil {
-			text += "--iface " + err.Error() + "\n"
+			text += "--iface: " + err.Error() + "\n"
 		} else {
 			text += "--iface " + b.String() + "\n"
 		}
