@@ -10,6 +10,7 @@
 #   @suite NAME                                  then NAME's go test -json lines
 #   @exit NAME RC                                the test binary's exit status
 #   @sent NAME N                                 datagrams NAME's tests sent
+#   @listdevices NAME RC, @listout NAME LINE    NAME --list-devices (below)
 #   @e2e NAME RC, @summary NAME JSON, @log NAME LINE
 #                                                the end-to-end run (below)
 #   @error TEXT                                  a setup step failed
@@ -75,6 +76,19 @@ for t in /tests/*.test; do
 	say "@sent $name $(cat /tmp/sent.$name 2>/dev/null || echo -1)"
 done
 counters after
+
+# ---- --list-devices of both commands, on rxe0 with --iface the veth0
+# address (cmd/vmtest checks the lines):
+#
+#   @listdevices NAME RC         NAME --list-devices exited RC
+#   @listout NAME LINE           a line of its output
+for n in feedhandler subscriber; do
+	if [ -x /tests/$n ]; then
+		/tests/$n --list-devices --iface $ADDR > /tmp/list.$n 2>&1
+		say "@listdevices $n $?"
+		while IFS= read -r l; do say "@listout $n $l"; done < /tmp/list.$n
+	fi
+done
 
 # ---- end to end: the real feed handler and two verifying subscribers over
 # rxe0, recovery over the feed handler's embedded NATS server on 127.0.0.1
