@@ -21,7 +21,7 @@ import (
 func RDMADevice(log zerolog.Logger, iface string, pinned bool, cpu int, hint string) prometheus.Collector {
 	b, err := devices.ForInterface(iface)
 	if err != nil {
-		log.Warn().Err(err).Str("iface", iface).Msg("no RDMA device found behind --iface (rdma.ForInterface)")
+		log.Warn().Err(err).Str("iface", iface).Msg("no RDMA device found behind --iface")
 		return nil
 	}
 	ev := log.Info().Str("iface", iface).Str("netdev", b.Netdev).Str("rdma_device", b.Device).Int("rdma_port", b.Port)

@@ -107,6 +107,8 @@ done
 #   @log NAME LINE               a line of NAME's log (stderr), when it failed
 #   @e2etime START END BUDGET    guest uptime (s) when the run started and
 #                                ended, and the seconds it was allowed
+#   @rdmadev NAME LINE           NAME's log line about the RDMA device behind
+#                                --iface (its NUMA node and thread placement)
 #
 # The run has a budget: what is left of the guest's time limit less a
 # margin for the report. At the end of the budget every process still
@@ -176,6 +178,10 @@ elif [ -n "$E2E" ]; then
 		if [ "$rc" != 0 ]; then
 			tail -n 40 /tmp/$n.log | while read -r l; do say "@log $n $l"; done
 		fi
+	done
+	# The line each program logged about the RDMA device behind --iface.
+	for n in sub1 sub2 feedhandler; do
+		say "@rdmadev $n $(grep -m1 '"rdma_device"' /tmp/$n.log)"
 	done
 	counters e2e
 fi

@@ -33,7 +33,8 @@ func vmDevice(t *testing.T) (dev, netdev string) {
 }
 
 // TestDiscoveryList: devices.List finds rxe0 with port 1 ACTIVE on veth0,
-// no NUMA information (-1 in the VM: unknown, not node 0), no counters/
+// no NUMA information (rxe0 has no device/numa_node file: unknown, -1, not
+// node 0), no counters/
 // directory and a hw_counters/ directory with the packet counters; the
 // --list-devices text says so.
 func TestDiscoveryList(t *testing.T) {

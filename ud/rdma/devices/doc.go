@@ -19,8 +19,8 @@
 //
 // A device's NUMA node is sysfs's /sys/class/infiniband/DEV/device/numa_node.
 // The kernel writes -1 there when it has no NUMA information (a
-// single-node host, a virtual machine, a software device); a device with no
-// parent device has no such file at all. Both mean
+// single-node host, a virtual machine); a device with no parent device has
+// no such file at all (Soft-RoCE's rxe0 has none in the test VM). Both mean
 // "unknown", never node 0: Device.NUMANode is then -1 and nothing is
 // placed. When the node is known, NodeCPUs lists its CPUs
 // (/sys/devices/system/node/nodeN/cpulist) and PinThread pins the calling,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,13 +12,19 @@ import (
 //
 //	@listdevices NAME RC    NAME exited RC
 //	@listout NAME LINE      a line of its output
+//
+// and, after the end-to-end run, each program's log line about the RDMA
+// device behind --iface:
+//
+//	@rdmadev NAME LINE      NAME is sub1, sub2 or feedhandler
 type listDevices struct {
 	exit map[string]int
 	out  map[string][]string
+	logs map[string]string
 }
 
 func newListDevices() *listDevices {
-	return &listDevices{exit: map[string]int{}, out: map[string][]string{}}
+	return &listDevices{exit: map[string]int{}, out: map[string][]string{}, logs: map[string]string{}}
 }
 
 // add records one @listdevices or @listout line.
@@ -35,6 +42,10 @@ func (l *listDevices) add(line string) {
 			}
 			l.exit[f[1]] = rc
 		}
+	case "@rdmadev":
+		if len(f) == 3 {
+			l.logs[f[1]] = f[2]
+		}
 	case "@listout":
 		rest := ""
 		if len(f) == 3 {
@@ -45,7 +56,8 @@ func (l *listDevices) add(line string) {
 }
 
 // listDevicesWant are the lines (prefixes) both commands' --list-devices
-// must print in the VM: rxe0 with its NUMA node unknown (sysfs -1), port 1
+// must print in the VM: rxe0 with its NUMA node unknown (no numa_node in
+// sysfs), port 1
 // ACTIVE on veth0, no counters/ directory, hw_counters present, and
 // --iface 192.0.2.1 leading to rxe0 port 1.
 var listDevicesWant = []string{
@@ -88,6 +100,35 @@ func (l *listDevices) check() []string {
 			if !found {
 				problems = append(problems, fmt.Sprintf("%s --list-devices lacks a line starting %q", c, w))
 			}
+		}
+	}
+	return problems
+}
+
+// checkLogs prints each end-to-end program's log line about its RDMA device
+// and returns its problems: a program logged none, or the line does not
+// name rxe0 port 1 on veth0 with its NUMA node unknown and placement left
+// alone.
+func (l *listDevices) checkLogs() []string {
+	var problems []string
+	fmt.Println()
+	for _, n := range e2eProcs {
+		line := l.logs[n]
+		fmt.Printf("%s RDMA device log: %s\n", n, line)
+		var ev struct {
+			Device string `json:"rdma_device"`
+			Port   int    `json:"rdma_port"`
+			Netdev string `json:"netdev"`
+			Node   *int   `json:"numa_node"`
+			Msg    string `json:"message"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: no log line about its RDMA device (%v): %q", n, err, line))
+			continue
+		}
+		if ev.Device != "rxe0" || ev.Port != 1 || ev.Netdev != "veth0" || ev.Node == nil || *ev.Node != -1 ||
+			!strings.Contains(ev.Msg, "NUMA node unknown") || !strings.Contains(ev.Msg, "left alone") {
+			problems = append(problems, fmt.Sprintf("%s: RDMA device log %q: want rxe0 port 1 on veth0, numa_node -1, placement left alone", n, line))
 		}
 	}
 	return problems

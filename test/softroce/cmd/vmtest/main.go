@@ -385,6 +385,7 @@ func (r *runner) check(results string) error {
 	problems = append(problems, g.list.check()...)
 	if r.e2e {
 		problems = append(problems, r.checkE2E(g.e2e, g.counters, sent)...)
+		problems = append(problems, g.list.checkLogs()...)
 	}
 	if len(problems) > 0 {
 		sort.Strings(problems)
@@ -464,7 +465,7 @@ func (g *guestReport) directive(line string) {
 		g.cur = nil
 	case "@e2e", "@summary", "@log":
 		g.e2e.add(line)
-	case "@listdevices", "@listout":
+	case "@listdevices", "@listout", "@rdmadev":
 		g.list.add(line)
 	case "@e2etime":
 		if len(fields) == 4 {
