@@ -7,6 +7,8 @@
 // every channel and exits 0. Bad flags or configuration exit 2 with a
 // message naming the setting.
 //
+// --list-devices prints the host's RDMA devices and exits.
+//
 // With --demo it also runs a verifying subscriber in the same process and
 // prints the subscriber's summary: one command that shows the whole path
 // working on loopback.
@@ -42,6 +44,7 @@ import (
 	"github.com/tickcast/tickcast/internal/subapp"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/tickprom"
+	"github.com/tickcast/tickcast/ud/rdma/devices"
 )
 
 // Settings are the feed handler's settings.
@@ -63,6 +66,7 @@ type Settings struct {
 	GroupB      string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: no B line)"`
 	Line        string        `flag:"line" default:"both" help:"line to publish: a (--group), b (--group-b) or both; two hosts publishing a and b of the same sessions (--session-record) lose nothing when one dies"`
 	Iface       string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to send on"`
+	ListDevices bool          `flag:"list-devices" help:"print this host's RDMA devices (ports and their state, link layer, netdevs, NUMA node, whether port counters exist) and the device --iface leads to, then exit 0; built into every binary, with or without -tags rdma"`
 	Transport   string        `flag:"transport" default:"udp" help:"udp (multicast) or rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address, datagrams at most the port's MTU)"`
 	TTL         int           `flag:"ttl" default:"0" help:"multicast TTL (0 keeps packets on this host)"`
 	MaxDatagram int           `flag:"max-datagram" default:"1472" help:"largest datagram in bytes"`
@@ -268,6 +272,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprint(stdout, cliconf.Usage("feedhandler", &s), metricsrv.HealthUsage("feedhandler", "127.0.0.1:9464"))
 		return 0
 	}
+	if err == nil && s.ListDevices {
+		if err := devices.WriteList(stdout, s.Iface); err != nil {
+			fmt.Fprintf(stderr, "feedhandler: --list-devices: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 	var cfg fh.Config
 	if err == nil {
 		cfg, err = s.config()
@@ -291,6 +302,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	defer releaseSrc()
 	cfg.Source, cfg.Log, cfg.Identity = src, log, func() (string, error) { return identity(&s) }
+	if cfg.Transport == "rdma" {
+		if c := subapp.RDMADevice(log, s.Iface, false, -1,
+			"the feed handler's send path locks no thread: run it on these CPUs (taskset -c)"); c != nil {
+			cfg.Collectors = append(cfg.Collectors, c)
+		}
+	}
 	if l, ok := src.(*liveSource); ok {
 		cfg.Collectors = append(cfg.Collectors, tickprom.NewUpstreamCollector(l.up.Stats))
 	}

@@ -8,7 +8,8 @@
 // messages have arrived, after --idle-timeout without a packet, or on
 // SIGINT/SIGTERM. Exit status: 0 when nothing was missing, the expectation
 // was met and verification (if asked) passed; 1 otherwise; 2 for bad flags or
-// configuration. Settings come from flags, TICKCAST_* environment variables
+// configuration. --list-devices prints the host's RDMA devices and exits.
+// Settings come from flags, TICKCAST_* environment variables
 // and an optional YAML file (--config), in that order of precedence.
 package main
 
@@ -26,6 +27,7 @@ import (
 	"github.com/tickcast/tickcast/internal/logging"
 	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/internal/subapp"
+	"github.com/tickcast/tickcast/ud/rdma/devices"
 )
 
 func main() {
@@ -45,6 +47,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if err != nil {
 		fmt.Fprintf(stderr, "subscriber: %v\n", err)
 		return 2
+	}
+	if s.ListDevices {
+		if err := devices.WriteList(stdout, s.Iface); err != nil {
+			fmt.Fprintf(stderr, "subscriber: --list-devices: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	log, err := logging.New(s.LogFormat, s.LogLevel, stderr)
 	if err != nil {

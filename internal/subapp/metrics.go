@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/feed"
@@ -41,6 +42,9 @@ type appMetrics struct {
 	// nats is the NATS connection's state, nil when the subscriber does
 	// not connect to NATS (no recovery, no --transport nats).
 	nats *natsconn.Metrics
+	// rdma is the RDMA port's counters, nil unless --transport rdma found
+	// the device behind --iface.
+	rdma prometheus.Collector
 	srv  *metricsrv.Server
 }
 
@@ -152,6 +156,9 @@ func (m *appMetrics) serve(s *Settings, sub *tickcast.Subscriber, log zerolog.Lo
 	srv.Registry.MustRegister(tickprom.NewSubscriberCollector(sub), m.lat)
 	if m.nats != nil {
 		srv.Registry.MustRegister(m.nats)
+	}
+	if m.rdma != nil {
+		srv.Registry.MustRegister(m.rdma)
 	}
 	if s.MetricsSDDir != "" {
 		path, err := srv.Register(s.MetricsSDDir, "subscriber", map[string]string{"feed": s.FeedName})

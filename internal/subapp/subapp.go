@@ -48,6 +48,7 @@ type Settings struct {
 	GroupB          string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: A line only)"`
 	Transport       string        `flag:"transport" default:"udp" help:"udp (multicast), rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address) or nats (the feed handler's live NATS subjects, for hosts without multicast)"`
 	Iface           string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to join on"`
+	ListDevices     bool          `flag:"list-devices" help:"print this host's RDMA devices (ports and their state, link layer, netdevs, NUMA node, whether port counters exist) and the device --iface leads to, then exit 0; built into every binary, with or without -tags rdma"`
 	Mode            string        `flag:"mode" default:"auto" help:"receive mode (udp and rdma; see docs/operations.md): auto (direct with udp, blocking with rdma or with --conflate), direct (udp: the handler's goroutine waits in one epoll_wait over every line's socket and receives itself; no hand-off between threads), direct-spin (udp: the same goroutine polls every socket in turn, one core for the whole subscriber), blocking (a receive thread per line sleeps in the kernel and wakes the handler) or busy-poll (a receive thread per line spins, one core each)"`
 	CPU             int           `flag:"cpu" default:"-1" help:"pin busy-poll receive threads to this CPU (-1: no pinning)"`
 	RcvBuf          int           `flag:"rcvbuf" default:"0" help:"socket receive buffer to request in bytes (0: as large as allowed)"`
@@ -133,6 +134,10 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	if p.backoff {
 		log.Warn().Int("spinning_threads", p.spinners).Int("cpus", runtime.NumCPU()).Str("mode", p.mode.String()).
 			Msg("more spinning receive threads than this host can spare a core for: they back off (sleep ~50us) when idle; use --mode direct or fewer channels for the lowest latency")
+	}
+	if s.Transport == "rdma" {
+		a.met.rdma = RDMADevice(log, s.Iface, p.mode == ud.BusyPoll, s.CPU,
+			"receive threads are not pinned in blocking mode: --mode busy-poll pins them to these CPUs, or run the subscriber on them (taskset -c)")
 	}
 	newReceiver, err := a.injectFaults(a.receivers(lib), p.groupB)
 	if err != nil {

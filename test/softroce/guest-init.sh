@@ -10,6 +10,7 @@
 #   @suite NAME                                  then NAME's go test -json lines
 #   @exit NAME RC                                the test binary's exit status
 #   @sent NAME N                                 datagrams NAME's tests sent
+#   @listdevices NAME RC, @listout NAME LINE    NAME --list-devices (below)
 #   @e2e NAME RC, @summary NAME JSON, @log NAME LINE
 #                                                the end-to-end run (below)
 #   @error TEXT                                  a setup step failed
@@ -76,6 +77,19 @@ for t in /tests/*.test; do
 done
 counters after
 
+# ---- --list-devices of both commands, on rxe0 with --iface the veth0
+# address (cmd/vmtest checks the lines):
+#
+#   @listdevices NAME RC         NAME --list-devices exited RC
+#   @listout NAME LINE           a line of its output
+for n in feedhandler subscriber; do
+	if [ -x /tests/$n ]; then
+		/tests/$n --list-devices --iface $ADDR > /tmp/list.$n 2>&1
+		say "@listdevices $n $?"
+		while IFS= read -r l; do say "@listout $n $l"; done < /tmp/list.$n
+	fi
+done
+
 # ---- end to end: the real feed handler and two verifying subscribers over
 # rxe0, recovery over the feed handler's embedded NATS server on 127.0.0.1
 # (lo is up, see above). The host asks for it on the kernel command line:
@@ -93,6 +107,8 @@ counters after
 #   @log NAME LINE               a line of NAME's log (stderr), when it failed
 #   @e2etime START END BUDGET    guest uptime (s) when the run started and
 #                                ended, and the seconds it was allowed
+#   @rdmadev NAME LINE           NAME's log line about the RDMA device behind
+#                                --iface (its NUMA node and thread placement)
 #
 # The run has a budget: what is left of the guest's time limit less a
 # margin for the report. At the end of the budget every process still
@@ -162,6 +178,10 @@ elif [ -n "$E2E" ]; then
 		if [ "$rc" != 0 ]; then
 			tail -n 40 /tmp/$n.log | while read -r l; do say "@log $n $l"; done
 		fi
+	done
+	# The line each program logged about the RDMA device behind --iface.
+	for n in sub1 sub2 feedhandler; do
+		say "@rdmadev $n $(grep -m1 '"rdma_device"' /tmp/$n.log)"
 	done
 	counters e2e
 fi

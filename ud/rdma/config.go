@@ -92,7 +92,9 @@ type Config struct {
 	// BusyPoll.
 	Mode Mode
 	// CPU is the CPU a BusyPoll receive thread is pinned to, or -1 for
-	// none. Ignored in Blocking mode.
+	// none asked: the thread is then pinned to the CPUs of the device's
+	// NUMA node when sysfs knows the node, and left alone when it does not
+	// (numa_node -1). Ignored in Blocking mode.
 	CPU int
 	// JoinTimeout bounds the wait for the multicast join. Zero means
 	// DefaultJoinTimeout.

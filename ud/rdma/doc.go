@@ -58,8 +58,10 @@
 // consumer as a sequence gap.
 //
 // In BusyPoll mode the loop spins on ibv_poll_cq on a goroutine locked to
-// its OS thread (optionally pinned to Config.CPU). In Blocking mode it arms
-// the completion queue and sleeps on its completion channel.
+// its OS thread, pinned to Config.CPU, or with Config.CPU -1 to the CPUs of
+// the device's NUMA node when sysfs knows it (package devices; a numa_node
+// of -1 leaves placement alone; Receiver.Placement says which). In Blocking
+// mode it arms the completion queue and sleeps on its completion channel.
 //
 // # Sending
 //

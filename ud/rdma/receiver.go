@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tickcast/tickcast/ud"
+	"github.com/tickcast/tickcast/ud/rdma/devices"
 )
 
 const (
@@ -46,6 +47,8 @@ type Receiver struct {
 	released  uint64 // slots released so far
 	reposted  uint64 // slots posted again so far
 	repostMin uint64 // smallest group of released slots worth a post
+
+	placement devices.Placement // set by run before NewReceiver returns
 
 	datagrams, bytes, polls, ringFull, truncated, errors atomic.Uint64
 }
@@ -99,6 +102,13 @@ func (r *Receiver) MaxDatagram() int { return r.x.mtu }
 
 // Device returns the device and port the receiver uses.
 func (r *Receiver) Device() Device { return r.x.dev }
+
+// Placement says where the receive thread was placed: in BusyPoll mode
+// with Config.CPU -1 it is pinned to the CPUs of the device's NUMA node
+// when sysfs knows the node (Pinned); a node of -1 means sysfs has no NUMA
+// information and placement was left alone. In Blocking mode, or with an
+// explicit Config.CPU, nothing is pinned by NUMA node.
+func (r *Receiver) Placement() devices.Placement { return r.placement }
 
 // QKey returns the group's qkey, from the join event.
 func (r *Receiver) QKey() uint32 { return r.x.qkey }
@@ -189,11 +199,22 @@ func (r *Receiver) fail(err error) {
 func (r *Receiver) run(started chan<- error) {
 	defer close(r.done)
 	busy := r.cfg.Mode == BusyPoll
+	r.placement = devices.Placement{Device: r.x.dev.Name, Node: -1}
 	if busy {
 		// Never unlocked (see ud.LockThread).
 		if err := ud.LockThread(r.cfg.CPU, false); err != nil {
 			started <- &OpError{Op: "sched_setaffinity CPU " + strconv.Itoa(r.cfg.CPU), Group: r.cfg.Group, Interface: r.cfg.Interface, Err: err}
 			return
+		}
+		if r.cfg.CPU < 0 {
+			// No CPU asked for: the CPUs of the device's NUMA node,
+			// when sysfs knows it; otherwise placement is left alone.
+			p, err := devices.PinThread(r.x.dev.Name)
+			if err != nil {
+				started <- &OpError{Op: "NUMA placement", Group: r.cfg.Group, Interface: r.cfg.Interface, Err: err}
+				return
+			}
+			r.placement = p
 		}
 	}
 	started <- nil

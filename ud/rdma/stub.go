@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tickcast/tickcast/ud"
+	"github.com/tickcast/tickcast/ud/rdma/devices"
 )
 
 // Available reports whether this binary was built with the verbs backend.
@@ -64,6 +65,9 @@ func (r *Receiver) MaxDatagram() int { return 0 }
 
 // Device returns the zero Device.
 func (r *Receiver) Device() Device { return Device{} }
+
+// Placement returns the zero Placement.
+func (r *Receiver) Placement() devices.Placement { return devices.Placement{} }
 
 // Peek returns nil.
 func (r *Receiver) Peek(int) *ud.Slot { return nil }

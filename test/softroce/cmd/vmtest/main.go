@@ -15,7 +15,10 @@
 // guest with their shared libraries.
 //
 // It fails unless every test that `go test -list` names passed (a skip or a
-// missing test is a failure), every test binary exited 0, rxe0's hw_counters
+// missing test is a failure), every test binary exited 0, feedhandler
+// --list-devices and subscriber --list-devices (always built with -tags
+// rdma) exited 0 and printed rxe0, its port, netdev, NUMA node, counters and
+// where --iface leads (listDevicesWant), rxe0's hw_counters
 // sent_pkts and rcvd_pkts rose by at least the number of datagrams the tests
 // say they sent, and (end to end) all three programs exited 0, both
 // subscribers received every message the feed handler published (COUNT, in a
@@ -190,14 +193,14 @@ func (r *runner) run(pkgs []string) error {
 		return err
 	}
 	bins = append(bins, t2j)
-	if r.e2e || r.probe > 0 {
-		for _, c := range e2eCommands {
-			bin := filepath.Join(bindir, c)
-			if err := r.goCmd("build", "-tags", "rdma", "-o", bin, "./cmd/"+c); err != nil {
-				return err
-			}
-			bins = append(bins, bin)
+	// Always: the guest runs their --list-devices; the end-to-end run and
+	// the probes use them too.
+	for _, c := range e2eCommands {
+		bin := filepath.Join(bindir, c)
+		if err := r.goCmd("build", "-tags", "rdma", "-o", bin, "./cmd/"+c); err != nil {
+			return err
 		}
+		bins = append(bins, bin)
 	}
 	bins = append(bins, r.extra...)
 	script := filepath.Join(r.root, "test", "softroce", "build-initramfs.sh")
@@ -206,10 +209,7 @@ func (r *runner) run(pkgs []string) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("build-initramfs.sh: %v", err)
 	}
-	what := fmt.Sprintf("%d test binaries", len(r.suites))
-	if r.e2e {
-		what += ", " + strings.Join(e2eCommands, ", ")
-	}
+	what := fmt.Sprintf("%d test binaries, %s", len(r.suites), strings.Join(e2eCommands, ", "))
 	fmt.Printf("vmtest: built %s and the initramfs in %v\n", what, time.Since(t0).Round(100*time.Millisecond))
 
 	results := filepath.Join(r.work, "results.log")
@@ -382,8 +382,10 @@ func (r *runner) check(results string) error {
 		}
 	}
 	problems = append(problems, checkTestCounters(g.counters, sent)...)
+	problems = append(problems, g.list.check()...)
 	if r.e2e {
 		problems = append(problems, r.checkE2E(g.e2e, g.counters, sent)...)
+		problems = append(problems, g.list.checkLogs()...)
 	}
 	if len(problems) > 0 {
 		sort.Strings(problems)
@@ -399,8 +401,9 @@ type guestReport struct {
 	cur      *suite // the suite whose go test -json lines follow, if any
 	counters map[string][2]int64
 	e2e      *e2eReport
-	problems []string // the guest's own @error lines
-	done     bool     // the report ends with @done
+	list     *listDevices // the commands' --list-devices
+	problems []string     // the guest's own @error lines
+	done     bool         // the report ends with @done
 }
 
 // readReport reads the guest's report file, recording each test event in
@@ -411,7 +414,7 @@ func (r *runner) readReport(results string) (*guestReport, error) {
 		return nil, fmt.Errorf("no report from the guest: %v", err)
 	}
 	defer f.Close()
-	g := &guestReport{byName: map[string]*suite{}, counters: map[string][2]int64{}, e2e: newE2EReport()}
+	g := &guestReport{byName: map[string]*suite{}, counters: map[string][2]int64{}, e2e: newE2EReport(), list: newListDevices()}
 	for _, s := range r.suites {
 		g.byName[s.name] = s
 	}
@@ -462,6 +465,8 @@ func (g *guestReport) directive(line string) {
 		g.cur = nil
 	case "@e2e", "@summary", "@log":
 		g.e2e.add(line)
+	case "@listdevices", "@listout", "@rdmadev":
+		g.list.add(line)
 	case "@e2etime":
 		if len(fields) == 4 {
 			g.e2e.t0, _ = strconv.Atoi(fields[1])

@@ -1,0 +1,39 @@
+package tickprom
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestRDMAPortCollectorNoDevice: for a device sysfs does not have (removed,
+// or never there) the collector says the port is not active and the NUMA
+// node unknown, and exports no counter as zero. The series of a real
+// device are checked on rxe0 in the Soft-RoCE VM (ud/rdma
+// TestDiscoveryMetrics).
+func TestRDMAPortCollectorNoDevice(t *testing.T) {
+	c := NewRDMAPortCollector("tickcast-no-such-device", 1)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	got := gather(t, reg)
+	want := map[string]float64{
+		"tickcast_rdma_port_active{device=tickcast-no-such-device,port=1,state=unknown}": 0,
+		"tickcast_rdma_device_numa_node{device=tickcast-no-such-device}":                 -1,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (exported: %v), want %v", k, g, ok, v)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, "counter") || strings.Contains(k, "drops") {
+			t.Errorf("%s exported for a device that does not exist", k)
+		}
+	}
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", err, problems)
+	}
+}
