@@ -235,7 +235,9 @@ func (s *Source) Books() *Books { return s.books }
 // that its quotes carry feed.FlagBookIncomplete.
 func (s *Source) MidDay() bool { return s.midDay }
 
-// Offset returns the bytes of uncompressed input consumed so far.
+// Offset returns the bytes of uncompressed input consumed so far: with a
+// table large enough to read ahead (lookAheadTable), up to lookAhead
+// messages past the last one normalized.
 func (s *Source) Offset() int64 { return s.rd.Offset() }
 
 // Settled reports whether Next has returned every message normalized from
