@@ -58,8 +58,15 @@
 // consumer as a sequence gap.
 //
 // In BusyPoll mode the loop spins on ibv_poll_cq on a goroutine locked to
-// its OS thread (optionally pinned to Config.CPU). In Blocking mode it arms
-// the completion queue and sleeps on its completion channel.
+// its OS thread (optionally pinned to Config.CPU). In Blocking mode, when a
+// poll finds nothing, it arms the completion queue (ibv_req_notify_cq),
+// polls once more so that no completion slips in before the arm, and waits
+// for the completion channel's event in the Go runtime's poller: the
+// channel's non-blocking fd (a dup of it, since the channel closes its own)
+// is an os.File, and the loop is a parked goroutine that holds no OS thread
+// while it waits, so many Blocking receivers cost no thread each. Events
+// are acknowledged in batches of 256, and the rest before the completion
+// queue is destroyed. Close closes the dup, which wakes the loop.
 //
 // # Sending
 //
