@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static int seterr(struct tc_err *e, int kind, int errnum, const char *op, const char *fmt, ...)
 {
