@@ -16,9 +16,13 @@ import "C"
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"runtime"
 	"syscall"
+	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tickcast/tickcast/ud"
 )
@@ -47,6 +51,16 @@ type endpoint struct {
 	// Views of the C result and parameter arrays (batch entries each).
 	rcID, rcLen, rcStatus []uint32
 	sLen                  []uint32
+
+	// Blocking receivers only: a dup of the completion channel's
+	// non-blocking fd, registered with the runtime's poller, so that a
+	// receive loop waiting for a completion is a parked goroutine, not an
+	// OS thread asleep in C. The channel keeps its own fd, which only
+	// ibv_destroy_comp_channel closes. See waitEvent.
+	cc     *os.File
+	ccConn syscall.RawConn
+	ccRead func(uintptr) bool // x.takeEvent, bound once
+	evErr  error              // set by takeEvent
 }
 
 func ip4(a netip.Addr) C.uint32_t {
@@ -149,12 +163,53 @@ func openEndpoint(c *Config, sender bool) (*endpoint, error) {
 		rcStatus:   u32(ep.rc_status),
 		sLen:       u32(ep.s_len),
 	}
+	if ep.cc != nil {
+		if err := x.pollChannel(); err != nil {
+			x.close()
+			return nil, &OpError{Op: "completion channel", Group: c.Group, Interface: c.Interface, Err: err}
+		}
+	}
 	return x, nil
+}
+
+// pollChannel puts a dup of the completion channel's fd into the runtime's
+// poller. The dup, not the fd itself, goes to os.NewFile: the os.File
+// closes what it wraps, and ibv_destroy_comp_channel must stay the only
+// close of the channel's own fd.
+func (x *endpoint) pollChannel() error {
+	fd, err := unix.FcntlInt(uintptr(x.ep.cc.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("dup of fd %d: %w", x.ep.cc.fd, err)
+	}
+	// The fd is non-blocking (tc_open), so os.NewFile registers it with
+	// the poller; a file it could not register would take no deadline.
+	f := os.NewFile(uintptr(fd), "rdma-comp-channel")
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		f.Close()
+		return fmt.Errorf("fd %d is not pollable by the Go runtime: %w", fd, err)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	x.cc, x.ccConn = f, rc
+	x.ccRead = x.takeEvent
+	return nil
+}
+
+// stopWait closes the poller's dup of the completion channel, which wakes
+// a waitEvent with os.ErrClosed. Safe to call more than once.
+func (x *endpoint) stopWait() {
+	if x.cc != nil {
+		x.cc.Close()
+	}
 }
 
 // close leaves the group and destroys every verbs object. The slot memory
 // is not freed: see freeMemWhenUnreachable.
 func (x *endpoint) close() {
+	x.stopWait()
 	if x.ep != nil {
 		C.tc_close(x.ep)
 		x.ep = nil

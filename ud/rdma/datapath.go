@@ -13,6 +13,7 @@ package rdma
 import "C"
 
 import (
+	"fmt"
 	"syscall"
 )
 
@@ -28,12 +29,48 @@ func (x *endpoint) postRecv(start uint64, n int) error {
 // rcStatus and returns how many, or -1 on error.
 func (x *endpoint) pollRecv() int { return int(C.tc_poll_recv(x.ep)) }
 
-// waitRecv is pollRecv that, when nothing is waiting, sleeps on the
-// completion channel for up to timeoutMs or until wake. Blocking mode only.
-func (x *endpoint) waitRecv(timeoutMs int) int { return int(C.tc_wait_recv(x.ep, C.int(timeoutMs))) }
+// armRecv is pollRecv that, when nothing is waiting, arms the receive CQ
+// and polls once more, so that no completion slips in between the last
+// poll and the arm. A return of 0 means the CQ is armed: its next
+// completion raises an event on the completion channel (waitEvent).
+// It returns -1 with a nil error when ibv_poll_cq failed, as pollRecv
+// does. Blocking mode only.
+func (x *endpoint) armRecv() (int, error) {
+	n, err := C.tc_arm_recv(x.ep)
+	if n == -2 {
+		return -1, fmt.Errorf("ibv_req_notify_cq: %w", err)
+	}
+	return int(n), nil
+}
 
-// wake interrupts a waitRecv.
-func (x *endpoint) wake() { C.tc_wake(x.ep) }
+// waitEvent waits in the runtime's poller, parking the goroutine and
+// holding no OS thread, until the completion channel has an event, and
+// takes it. It returns the poller's error (os.ErrClosed once stopWait has
+// run) or the one ibv_get_cq_event reported. Blocking mode only.
+func (x *endpoint) waitEvent() error {
+	x.evErr = nil
+	if err := x.ccConn.Read(x.ccRead); err != nil {
+		return err
+	}
+	return x.evErr
+}
+
+// takeEvent is waitEvent's callback, made once in openEndpoint so that a
+// wait allocates no closure. It takes one event without sleeping from the
+// channel's own fd, not from the dup the poller watches: both name the same
+// open file, and ep stays valid until close, which runs only after the
+// receive loop has returned. It returns false (park until readable) when
+// no event is pending.
+func (x *endpoint) takeEvent(uintptr) bool {
+	switch r, err := C.tc_get_cq_event(x.ep); {
+	case r > 0:
+		return true
+	case r < 0:
+		x.evErr = fmt.Errorf("ibv_get_cq_event: %w", err)
+		return true
+	}
+	return false
+}
 
 // postSend posts the n datagrams seq..seq+n-1, already copied into their
 // send slots with their lengths in sLen, as one signaled list.

@@ -61,7 +61,15 @@
 // its OS thread, pinned to Config.CPU, or with Config.CPU -1 to the CPUs of
 // the device's NUMA node when sysfs knows it (package devices; a numa_node
 // of -1 leaves placement alone; Receiver.Placement says which). In Blocking
-// mode it arms the completion queue and sleeps on its completion channel.
+// mode, when a poll finds nothing, it arms the completion queue
+// (ibv_req_notify_cq), polls once more so that no completion slips in
+// before the arm, and waits for the completion channel's event in the Go
+// runtime's poller: the channel's non-blocking fd (a dup of it, since the
+// channel closes its own) is an os.File, and the loop is a parked goroutine
+// that holds no OS thread while it waits, so many Blocking receivers cost
+// no thread each. Events are acknowledged in batches of 256, and the rest
+// before the completion queue is destroyed. Close closes the dup, which
+// wakes the loop.
 //
 // # Sending
 //

@@ -16,9 +16,8 @@ import (
 )
 
 const (
-	// waitMs is how long a Blocking receive loop sleeps on the completion
-	// channel before it re-checks whether it was closed (Close also wakes
-	// it at once).
+	// waitMs is how long a Blocking receive loop with every slot lent
+	// out sleeps before it re-checks whether it was closed.
 	waitMs = 100
 	// busyYieldPolls is how many empty polls in a row a BusyPoll loop
 	// makes before it yields with runtime.Gosched.
@@ -179,7 +178,7 @@ func (r *Receiver) Close() error {
 	if already {
 		return nil
 	}
-	r.x.wake()
+	r.x.stopWait() // wakes a Blocking loop parked in waitEvent
 	<-r.done
 	r.ring.Close()
 	r.x.close()
@@ -244,7 +243,11 @@ func (r *Receiver) run(started chan<- error) {
 		if busy {
 			n = x.pollRecv()
 		} else {
-			n = x.waitRecv(waitMs)
+			var err error
+			if n, err = x.armRecv(); err != nil {
+				r.fail(err)
+				return
+			}
 		}
 		if n <= 0 {
 			if n < 0 {
@@ -253,6 +256,13 @@ func (r *Receiver) run(started chan<- error) {
 			}
 			if busy {
 				idle.Empty()
+			} else if err := x.waitEvent(); err != nil {
+				// Close closed the poller's fd; any other error
+				// stops the loop.
+				if !r.closed.Load() {
+					r.fail(err)
+				}
+				return
 			}
 			continue
 		}

@@ -13,8 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/eventfd.h>
 
 static int seterr(struct tc_err *e, int kind, int errnum, const char *op, const char *fmt, ...)
 {
@@ -137,8 +135,6 @@ void tc_close(struct tc_ep *ep)
 		rdma_destroy_id(ep->id);
 	if (ep->ch)
 		rdma_destroy_event_channel(ep->ch);
-	if (ep->wakefd >= 0)
-		close(ep->wakefd);
 	free(ep->rwr);
 	free(ep->rsge);
 	free(ep->swr);
@@ -248,7 +244,6 @@ struct tc_ep *tc_open(const struct tc_params *p, struct tc_err *e)
 		sys(e, "calloc");
 		return NULL;
 	}
-	ep->wakefd = -1;
 	ep->group.sin_family = AF_INET;
 	ep->group.sin_addr.s_addr = p->group;
 	if (bind_dev(&ep->ch, &ep->id, p->ifaddr, &ep->dev, e))
@@ -303,12 +298,11 @@ struct tc_ep *tc_open(const struct tc_params *p, struct tc_err *e)
 			sys(e, "ibv_create_comp_channel");
 			goto fail;
 		}
-		// Non-blocking, so that tc_wait_recv can poll() it together with
-		// the wake eventfd and never sleeps inside ibv_get_cq_event.
-		fcntl(ep->cc->fd, F_SETFL, fcntl(ep->cc->fd, F_GETFL) | O_NONBLOCK);
-		ep->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (ep->wakefd < 0) {
-			sys(e, "eventfd");
+		// Non-blocking, so that the Go side can hand a dup of it to
+		// the runtime's poller and tc_get_cq_event never sleeps.
+		int fl = fcntl(ep->cc->fd, F_GETFL);
+		if (fl < 0 || fcntl(ep->cc->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+			sys(e, "fcntl O_NONBLOCK on the completion channel");
 			goto fail;
 		}
 	}
@@ -364,16 +358,6 @@ fail:
 	return NULL;
 }
 
-void tc_wake(struct tc_ep *ep)
-{
-	if (ep->wakefd >= 0) {
-		uint64_t one = 1;
-		if (write(ep->wakefd, &one, sizeof one) < 0) {
-			// The counter is saturated: a wakeup is already pending.
-		}
-	}
-}
-
 int tc_post_recv(struct tc_ep *ep, uint32_t start, uint32_t n)
 {
 	if (n == 0)
@@ -407,40 +391,41 @@ int tc_poll_recv(struct tc_ep *ep)
 	return n;
 }
 
-int tc_wait_recv(struct tc_ep *ep, int timeout_ms)
+int tc_arm_recv(struct tc_ep *ep)
 {
 	int n = tc_poll_recv(ep);
 	if (n)
 		return n;
 	// Arm the CQ, then poll once more: a completion that arrived before
 	// the request raises no event.
-	if (ibv_req_notify_cq(ep->rcq, 0))
-		return -1;
-	n = tc_poll_recv(ep);
-	if (n)
-		return n;
-	struct pollfd pf[2] = { { .fd = ep->cc->fd, .events = POLLIN }, { .fd = ep->wakefd, .events = POLLIN } };
-	if (poll(pf, 2, timeout_ms) > 0) {
-		if (pf[0].revents & POLLIN) {
-			struct ibv_cq *cq;
-			void *ctx;
-			if (ibv_get_cq_event(ep->cc, &cq, &ctx) == 0) {
-				// Events are acknowledged in bulk: each ack takes
-				// a lock.
-				if (++ep->cq_events >= 256) {
-					ibv_ack_cq_events(ep->rcq, ep->cq_events);
-					ep->cq_events = 0;
-				}
-			}
-		}
-		if (pf[1].revents & POLLIN) {
-			uint64_t v;
-			if (read(ep->wakefd, &v, sizeof v) < 0) {
-				// Raced with another read: nothing to do.
-			}
-		}
+	int rc = ibv_req_notify_cq(ep->rcq, 0);
+	if (rc) {
+		errno = rc;
+		return -2;
 	}
 	return tc_poll_recv(ep);
+}
+
+int tc_get_cq_event(struct tc_ep *ep)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+	// The channel's fd is non-blocking: with no event pending this fails
+	// with EAGAIN instead of sleeping.
+	if (ibv_get_cq_event(ep->cc, &cq, &ctx)) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (!errno)
+			errno = EIO;
+		return -1;
+	}
+	// Events are acknowledged in bulk: each ack takes a lock. The rest
+	// is acknowledged in tc_close, before the CQ is destroyed.
+	if (++ep->cq_events >= 256) {
+		ibv_ack_cq_events(ep->rcq, ep->cq_events);
+		ep->cq_events = 0;
+	}
+	return 1;
 }
 
 int tc_post_send(struct tc_ep *ep, uint64_t seq, int n)

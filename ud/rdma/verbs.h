@@ -60,7 +60,6 @@ struct tc_ep {
 	struct sockaddr_in group;
 	int joined;
 	unsigned cq_events;            // completion events not yet acknowledged
-	int wakefd;                    // eventfd that interrupts tc_wait_recv
 
 	struct tc_dev dev;
 	int mtu;                       // largest datagram (active MTU or cap)
@@ -93,12 +92,20 @@ struct tc_ep {
 int tc_lookup(uint32_t ifaddr, struct tc_dev *dev, struct tc_err *err);
 struct tc_ep *tc_open(const struct tc_params *p, struct tc_err *err);
 void tc_close(struct tc_ep *ep);
-void tc_wake(struct tc_ep *ep);
 void tc_free_buf(void *buf);
 
 int tc_post_recv(struct tc_ep *ep, uint32_t start, uint32_t n);
 int tc_poll_recv(struct tc_ep *ep);
-int tc_wait_recv(struct tc_ep *ep, int timeout_ms);
+// tc_arm_recv polls; when nothing is there it arms the receive CQ for the
+// next completion and polls again. It returns the completions taken (0:
+// none, the CQ is armed and its next completion raises an event on the
+// completion channel), -1 when ibv_poll_cq failed, or -2 when
+// ibv_req_notify_cq failed (errno set).
+int tc_arm_recv(struct tc_ep *ep);
+// tc_get_cq_event takes one event from the completion channel without
+// sleeping: 1 when it took one, 0 when none is pending (EAGAIN), -1 with
+// errno set on error. Events are acknowledged in batches of 256.
+int tc_get_cq_event(struct tc_ep *ep);
 int tc_post_send(struct tc_ep *ep, uint64_t seq, int n);
 int tc_poll_send(struct tc_ep *ep);
 
