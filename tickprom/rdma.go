@@ -30,7 +30,7 @@ func NewRDMAPortCollector(device string, port int) prometheus.Collector {
 	c.dirs = c.desc(n+"port_counters_available", "1 when the port has the sysfs counter directory dir (counters or hw_counters), 0 when it has none: its counters are then not exported, which does not mean zero.", "device", "port", "dir")
 	c.portCounter = c.desc(n+"port_counter_total", "The port's counters/ values (InfiniBand port counters: port_rcv_discards, port_xmit_discards, VL15_dropped, errors, data and packets), as the device reports them.", "device", "port", "counter")
 	c.hwCounter = c.desc(n+"port_hw_counter_total", "The port's hw_counters/ values (the driver's own counters, e.g. rxe's sent_pkts and rcvd_pkts).", "device", "port", "counter")
-	c.drops = c.desc(n+"port_drops_total", "The counters of either directory that count dropped or discarded packets (a name with drop or discard), by counter.", "device", "port", "counter")
+	c.drops = c.desc(n+"port_drops_total", "The counters of either directory that count dropped or discarded packets (a name with drop or discard, or out_of_buffer: receives that found no receive posted), by counter.", "device", "port", "counter")
 	return c
 }
 

@@ -53,9 +53,33 @@
 // (a UD receive queue completes in posting order). Release posts the slots
 // the consumer hands back, so the queue is refilled as soon as the consumer
 // is done, whether or not the loop is awake. When every slot is lent out
-// the receive queue
-// runs empty and the device drops what arrives; the loss reaches the
-// consumer as a sequence gap.
+// the receive queue runs empty and the device drops what arrives; the loss
+// reaches the consumer as a sequence gap.
+//
+// # Ring occupancy, starvation and drops
+//
+// Like every ring-based receiver, a Receiver tells how full its ring is
+// (RingLen, RingCap: ud.RingReporter), which a subscriber exports as
+// ring_used_slots and ring_slots. RecvStats.RingFull counts the times the
+// receive loop found every slot lent out; for this transport that is when
+// the receive queue ran empty, and Starvation adds how long it stayed so
+// (measured by the loop, the clock read once when the ring fills and once
+// when it frees).
+//
+// What the device dropped meanwhile has no per-receiver count:
+// RecvStats.KernelDrops stays 0. A UD queue pair has no drop counter, and a
+// device that counts receives that found no work request posted counts them
+// for the whole port, all queue pairs and processes together:
+// ReadDeviceDrops reads that counter (mlx5's hw_counters/out_of_buffer),
+// the RDMA counterpart of a socket's kernel drops, and says when the device
+// has none. Soft-RoCE (rxe) has none: it drops such a datagram without
+// counting it. Its hw_counters rcvd_pkts counts every packet the device
+// received and rdma_recvs every receive completion, so with a single
+// receiving queue pair on the device the difference is what was dropped
+// (verified in the Soft-RoCE VM: 56 datagrams sent to a 16-slot receiver
+// that never releases raise rcvd_pkts by 56 and rdma_recvs by 16, and no
+// other counter). The datagrams lost always reach the consumer as a
+// sequence gap, recovered or reported lost like any other.
 //
 // In BusyPoll mode the loop spins on ibv_poll_cq on a goroutine locked to
 // its OS thread, pinned to Config.CPU, or with Config.CPU -1 to the CPUs of

@@ -50,6 +50,11 @@ type Receiver struct {
 	placement devices.Placement // set by run before NewReceiver returns
 
 	datagrams, bytes, polls, ringFull, truncated, errors atomic.Uint64
+
+	// Starvation (Starvation): the time spent in ended ring-full episodes,
+	// and when the current one began (Unix ns; 0 outside one).
+	starvedNs atomic.Uint64
+	starvedAt atomic.Int64
 }
 
 var _ ud.Receiver = (*Receiver)(nil)
@@ -155,8 +160,10 @@ func (r *Receiver) Err() error {
 }
 
 // Stats returns cumulative counters. Syscalls counts completion polls that
-// returned data. KernelDrops stays 0: a UD receive queue that runs empty
-// drops in the device, which counts it device-wide, not per receiver.
+// returned data. RingFull counts the times every slot was lent out, when the
+// receive queue was empty (Starvation has their duration). KernelDrops stays
+// 0: a UD receive queue that runs empty drops in the device, which counts
+// no drop per queue pair (see ReadDeviceDrops).
 func (r *Receiver) Stats() ud.RecvStats {
 	return ud.RecvStats{
 		Datagrams: r.datagrams.Load(),
@@ -229,6 +236,7 @@ func (r *Receiver) run(started chan<- error) {
 			// device drops what arrives until the consumer releases.
 			if !full {
 				full = true
+				r.starvedAt.Store(time.Now().UnixNano())
 				r.ringFull.Add(1)
 			}
 			if !busy {
@@ -238,7 +246,12 @@ func (r *Receiver) run(started chan<- error) {
 			}
 			continue
 		}
-		full = false
+		if full {
+			// Once per episode, not per datagram: the clock is read
+			// only when the ring fills and when it frees again.
+			r.endStarved(time.Now().UnixNano())
+			full = false
+		}
 		var n int
 		if busy {
 			n = x.pollRecv()

@@ -83,3 +83,6 @@ func (r *Receiver) Stats() ud.RecvStats { return ud.RecvStats{} }
 
 // Close does nothing.
 func (r *Receiver) Close() error { return nil }
+
+// Starvation returns the zero Starvation.
+func (r *Receiver) Starvation() Starvation { return Starvation{} }

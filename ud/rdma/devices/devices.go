@@ -78,16 +78,26 @@ type Counters struct {
 	HW []Counter
 }
 
+// RQEmptyCounters are the hw_counters files, by driver, that count the
+// packets a device dropped because the receive queue of the queue pair they
+// were for had no work request posted (for a UD receiver: its ring was
+// full). They count for the whole device port, not per queue pair. Soft-RoCE
+// (rxe) has none: it drops such a datagram without counting it (its
+// rcvd_pkts counts the datagram as received).
+var RQEmptyCounters = []string{
+	"out_of_buffer", // mlx5 (ConnectX-4 and later)
+}
+
 // Drops returns the counters of either directory that count dropped or
-// discarded packets (a name containing "drop" or "discard"), each name
-// once (counters/ first).
+// discarded packets (a name containing "drop" or "discard", or one of
+// RQEmptyCounters), each name once (counters/ first).
 func (c Counters) Drops() []Counter {
 	var d []Counter
 	for _, cs := range [][]Counter{c.Port, c.HW} {
 		for _, x := range cs {
 			n := strings.ToLower(x.Name)
 			dup := slices.ContainsFunc(d, func(y Counter) bool { return y.Name == x.Name })
-			if !dup && (strings.Contains(n, "drop") || strings.Contains(n, "discard")) {
+			if !dup && (strings.Contains(n, "drop") || strings.Contains(n, "discard") || slices.Contains(RQEmptyCounters, x.Name)) {
 				d = append(d, x)
 			}
 		}

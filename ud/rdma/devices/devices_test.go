@@ -148,12 +148,12 @@ func TestFormat(t *testing.T) {
 
 func TestDrops(t *testing.T) {
 	c := Counters{Port: []Counter{{"VL15_dropped", 1}, {"port_rcv_discards", 2}, {"port_rcv_packets", 9}},
-		HW: []Counter{{"rcvd_pkts", 3}, {"rx_discards_phy", 4}}}
+		HW: []Counter{{"out_of_buffer", 5}, {"rcvd_pkts", 3}, {"rx_discards_phy", 4}}}
 	var names []string
 	for _, d := range c.Drops() {
 		names = append(names, d.Name)
 	}
-	if want := []string{"VL15_dropped", "port_rcv_discards", "rx_discards_phy"}; !slices.Equal(names, want) {
+	if want := []string{"VL15_dropped", "port_rcv_discards", "out_of_buffer", "rx_discards_phy"}; !slices.Equal(names, want) {
 		t.Errorf("Drops = %v, want %v", names, want)
 	}
 }

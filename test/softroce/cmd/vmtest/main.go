@@ -25,6 +25,11 @@
 // count-sized run) in order with none missing and verification passing, and the counters account for the feed handler's
 // datagrams (see checkE2E).
 //
+// A test may print result lines as "@bench LINE" on its output (ud/rdma's
+// TestStarvation and TestCompareRDMAUDP do: the starvation counts and the
+// rdma ÷ udp ratios); they are collected from the go test -json events and
+// printed together after the test results.
+//
 // Usage, from anywhere in the module (test/softroce/run.sh checks the
 // host's packages first):
 //
@@ -163,6 +168,7 @@ type suite struct {
 	elapsed map[string]float64
 	output  map[string]*bytes.Buffer
 	order   []string
+	bench   []string // the tests' result lines (@bench, see record)
 }
 
 func (r *runner) run(pkgs []string) error {
@@ -381,6 +387,14 @@ func (r *runner) check(results string) error {
 			sent += s.sent
 		}
 	}
+	for _, s := range r.suites {
+		if len(s.bench) > 0 {
+			fmt.Printf("\n%s results:\n", s.name)
+			for _, l := range s.bench {
+				fmt.Printf("  %s\n", l)
+			}
+		}
+	}
 	problems = append(problems, checkTestCounters(g.counters, sent)...)
 	problems = append(problems, g.list.check()...)
 	if r.e2e {
@@ -570,6 +584,9 @@ func (s *suite) record(ev event) {
 		s.results[ev.Test] = ev.Action
 		s.elapsed[ev.Test] = ev.Elapsed
 	case "output":
+		if l, ok := strings.CutPrefix(ev.Output, "@bench "); ok {
+			s.bench = append(s.bench, strings.TrimRight(l, "\n"))
+		}
 		b := s.output[ev.Test]
 		if b == nil {
 			b = new(bytes.Buffer)
