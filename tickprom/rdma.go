@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tickcast/tickcast/ud/rdma"
 	"github.com/tickcast/tickcast/ud/rdma/devices"
 )
 
@@ -72,5 +73,31 @@ func (c *rdmaPortCollector) Collect(out chan<- prometheus.Metric) {
 	}
 	for _, x := range cs.Drops() {
 		counter(out, c.drops, x.Value, c.device, port, x.Name)
+	}
+}
+
+type rdmaEventCollector struct {
+	metricSet
+	events *prometheus.Desc
+}
+
+// NewRDMAEventCollector returns a Prometheus collector of the device async
+// and rdma_cm events the process's RDMA senders and receivers observed
+// (package ud/rdma, rdma.Totals): tickcast_rdma_events_total{event} for
+// every event kind (port_active, port_down, qp_fatal, cq_error,
+// device_fatal, multicast_error, device_removal, addr_change,
+// completion_error, other), zeros included, so that a rate over any of them
+// is defined from the start.
+func NewRDMAEventCollector() prometheus.Collector {
+	c := &rdmaEventCollector{}
+	c.events = c.desc("tickcast_rdma_events_total", "Device async and rdma_cm events the RDMA senders and receivers observed, by kind (completion_error: a work completion with an error status).", "event")
+	return c
+}
+
+// Collect implements prometheus.Collector.
+func (c *rdmaEventCollector) Collect(out chan<- prometheus.Metric) {
+	h := rdma.Totals()
+	for i, v := range h.Events {
+		counter(out, c.events, v, rdma.Event(i).String())
 	}
 }

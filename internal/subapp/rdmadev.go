@@ -12,8 +12,9 @@ import (
 // RDMADevice logs the RDMA device and port behind iface (the rdma
 // transport's --iface), its NUMA node and that node's CPUs, and what
 // becomes of thread placement, and returns the port's counter collector
-// (tickprom.NewRDMAPortCollector), or nil when iface leads to no device (the
-// transport then fails with its own error). pinned says the program's
+// (tickprom.NewRDMAPortCollector) together with the transport's event
+// counters (tickprom.NewRDMAEventCollector), or nil when iface leads to no
+// device (the transport then fails with its own error). pinned says the program's
 // polling threads are pinned to the node's CPUs when it is known (busy-poll
 // receive threads without --cpu); otherwise hint says what the operator
 // can do with the CPUs. cpu is an explicit --cpu (-1: none), checked
@@ -45,5 +46,23 @@ func RDMADevice(log zerolog.Logger, iface string, pinned bool, cpu int, hint str
 	default:
 		ev.Int("numa_node", p.Node).Str("node_cpus", devices.FormatCPUList(p.CPUs)).Msg("RDMA device: " + hint)
 	}
-	return tickprom.NewRDMAPortCollector(b.Device, b.Port)
+	return rdmaCollectors{tickprom.NewRDMAPortCollector(b.Device, b.Port), tickprom.NewRDMAEventCollector()}
+}
+
+// rdmaCollectors is the port's counters and the transport's events
+// (tickcast_rdma_events_total) as one collector.
+type rdmaCollectors []prometheus.Collector
+
+// Describe implements prometheus.Collector.
+func (cs rdmaCollectors) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range cs {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (cs rdmaCollectors) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cs {
+		c.Collect(ch)
+	}
 }

@@ -185,6 +185,27 @@ elif [ -n "$E2E" ]; then
 	done
 	counters e2e
 fi
+# ---- device removal (ud/rdma's removal reproducer, in a fresh process:
+# librdmacm holds a device context per device and process, so a process
+# that used rxe0 before would hold it). It runs after everything that counts
+# on rxe0's hw_counters, which start again from zero when rxe0 is added
+# back. rxe0 is there again afterwards, whatever happened.
+#
+#   @removal LINE                a line of its output (and the library's log)
+#   @removalrc RC                its exit status
+if [ -x /tests/ud_rdma.test ]; then
+	TICKCAST_RDMA_REMOVAL=rxe0 timeout -s KILL 90 /tests/ud_rdma.test > /tmp/removal.out 2>&1
+	rc=$?
+	while IFS= read -r l; do say "@removal $l"; done < /tmp/removal.out
+	say "@removalrc $rc"
+	# A removal the process blocked finishes once it has exited.
+	i=0
+	while [ -e /sys/class/infiniband/rxe0 ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
+	say "@removal rxe0 gone $((i / 10)).$((i % 10))s after the reproducer exited"
+	[ -e /sys/class/infiniband/rxe0 ] || rdma link add rxe0 type rxe netdev veth0 || say "@error rdma link add rxe0 after the removal test failed"
+	i=0
+	until grep -q ACTIVE $PORT/state 2>/dev/null || [ $i -gt 100 ]; do i=$((i + 1)); sleep 0.1; done
+fi
 # ---- probes (vmtest -probe), after the end-to-end run: where the guest's
 # time goes. Each probe runs
 # the feed handler for PROBE seconds in one configuration and reports its

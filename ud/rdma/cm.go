@@ -61,6 +61,12 @@ type endpoint struct {
 	ccConn syscall.RawConn
 	ccRead func(uintptr) bool // x.takeEvent, bound once
 	evErr  error              // set by takeEvent
+
+	// Events: the rdma_cm channel's watch and the device context's
+	// async event monitor (watch.go) report to sup.
+	sup   *supervisor
+	cm    *cmWatch
+	async *asyncMonitor
 }
 
 func ip4(a netip.Addr) C.uint32_t {
@@ -122,8 +128,9 @@ func LookupDevice(iface netip.Addr) (Device, error) {
 }
 
 // openEndpoint sets up a sender's or a receiver's endpoint for c (defaults
-// applied) and joins the group.
-func openEndpoint(c *Config, sender bool) (*endpoint, error) {
+// applied), joins the group and starts watching its events, which go to
+// sup.
+func openEndpoint(c *Config, sender bool, sup *supervisor) (*endpoint, error) {
 	p := C.struct_tc_params{
 		ifaddr:     ip4(c.Interface),
 		group:      ip4(c.Group),
@@ -162,6 +169,7 @@ func openEndpoint(c *Config, sender bool) (*endpoint, error) {
 		rcLen:      u32(ep.rc_len),
 		rcStatus:   u32(ep.rc_status),
 		sLen:       u32(ep.s_len),
+		sup:        sup,
 	}
 	if ep.cc != nil {
 		if err := x.pollChannel(); err != nil {
@@ -169,7 +177,21 @@ func openEndpoint(c *Config, sender bool) (*endpoint, error) {
 			return nil, &OpError{Op: "completion channel", Group: c.Group, Interface: c.Interface, Err: err}
 		}
 	}
+	if err := x.watch(); err != nil {
+		x.close()
+		x.freeMem()
+		return nil, &OpError{Op: "event watch", Group: c.Group, Interface: c.Interface, Err: err}
+	}
 	return x, nil
+}
+
+// forceQPError moves the queue pair to the error state, as a failure of the
+// device would (a test hook: export_test.go).
+func (x *endpoint) forceQPError() error {
+	if r, err := C.tc_qp_error(x.ep); r != 0 {
+		return fmt.Errorf("ibv_modify_qp to IBV_QPS_ERR: %w", err)
+	}
+	return nil
 }
 
 // pollChannel puts a dup of the completion channel's fd into the runtime's
@@ -206,10 +228,11 @@ func (x *endpoint) stopWait() {
 	}
 }
 
-// close leaves the group and destroys every verbs object. The slot memory
-// is not freed: see freeMemWhenUnreachable.
+// close stops watching events, leaves the group and destroys every verbs
+// object. The slot memory is not freed: see freeMemWhenUnreachable.
 func (x *endpoint) close() {
 	x.stopWait()
+	x.unwatch()
 	if x.ep != nil {
 		C.tc_close(x.ep)
 		x.ep = nil

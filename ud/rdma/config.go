@@ -2,11 +2,12 @@ package rdma
 
 import (
 	"errors"
-	"github.com/tickcast/tickcast/config"
+	"log/slog"
 	"net/netip"
 	"strconv"
 	"time"
 
+	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/ud"
 )
 
@@ -102,6 +103,9 @@ type Config struct {
 	// Notifier, if set, is signalled after every batch a Receiver
 	// publishes.
 	Notifier *ud.Notifier
+	// Logger receives a line for every device and rdma_cm event a Sender
+	// or Receiver observes. Nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // ConfigError reports a Config field with an invalid value: the module's

@@ -87,7 +87,7 @@ func (x *endpoint) pollSend() (uint64, error) {
 	n := C.tc_poll_send(x.ep)
 	switch {
 	case n == -2:
-		return uint64(x.ep.completed), &wcError{status: C.GoString(C.ibv_wc_status_str(uint32(x.ep.last_status)))}
+		return uint64(x.ep.completed), &wcError{status: wcStatus(uint32(x.ep.last_status))}
 	case n < 0:
 		return uint64(x.ep.completed), syscall.EIO
 	}
@@ -98,3 +98,6 @@ func (x *endpoint) pollSend() (uint64, error) {
 type wcError struct{ status string }
 
 func (e *wcError) Error() string { return "work completion failed: " + e.status }
+
+// wcStatus names a work completion status, e.g. "Work Request Flushed Error".
+func wcStatus(st uint32) string { return C.GoString(C.ibv_wc_status_str(st)) }

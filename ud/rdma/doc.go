@@ -95,6 +95,32 @@
 // before the completion queue is destroyed. Close closes the dup, which
 // wakes the loop.
 //
+// # Events
+//
+// Every Sender and Receiver watches two event sources, both through
+// non-blocking fds in the Go runtime's poller (no thread waits in C): its own
+// rdma_cm event channel (RDMA_CM_EVENT_MULTICAST_ERROR,
+// RDMA_CM_EVENT_DEVICE_REMOVAL, RDMA_CM_EVENT_ADDR_CHANGE), and the async
+// events of its device context (IBV_EVENT_PORT_ACTIVE, IBV_EVENT_PORT_ERR,
+// QP fatal, CQ error, IBV_EVENT_DEVICE_FATAL). librdmacm opens one device
+// context per device and process, shared by every endpoint on it, so one
+// monitor per context reads its async events and hands each to the
+// endpoints it concerns: a port event to those on that port, a QP or CQ
+// event to the owner of the QP or CQ, a device event to all. Every event is
+// acknowledged as soon as it is read, logged on Config.Logger, and counted
+// per kind (Event): Receiver.Health and Sender.Health give an endpoint's
+// counts, Totals the process's, which tickprom exports as
+// tickcast_rdma_events_total. A work completion with an error status counts
+// as EventCompletionError.
+//
+// Events are observed, not yet acted on: a failed receive completion still
+// stops the Receiver (Err), and a port that goes down and up leaves the
+// queue pairs as they are (on Soft-RoCE they survive a flap). On device
+// removal rdma_cm reports RDMA_CM_EVENT_DEVICE_REMOVAL promptly, but the
+// removal cannot complete while the process lives: librdmacm keeps its own
+// context of the device open (it drops a removed device's context only when
+// it can list another device).
+//
 // # Sending
 //
 // Send copies each datagram into a send slot of the registered region and

@@ -39,6 +39,9 @@ const (
 var sent atomic.Uint64
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(envRemoval); spec != "" {
+		os.Exit(removalRepro(spec))
+	}
 	code := m.Run()
 	if f := os.Getenv(envSent); f != "" {
 		if err := os.WriteFile(f, []byte(strconv.FormatUint(sent.Load(), 10)+"\n"), 0o644); err != nil {

@@ -49,6 +49,8 @@ type Receiver struct {
 
 	placement devices.Placement // set by run before NewReceiver returns
 
+	sup *supervisor // events observed
+
 	datagrams, bytes, polls, ringFull, truncated, errors atomic.Uint64
 
 	// Starvation (Starvation): the time spent in ended ring-full episodes,
@@ -77,7 +79,8 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 	if c.Notifier != nil {
 		ring.SetNotifier(c.Notifier)
 	}
-	x, err := openEndpoint(&c, false)
+	sup := &supervisor{role: "receiver", cfg: &c, log: c.logger()}
+	x, err := openEndpoint(&c, false, sup)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +92,8 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 	}
 	x.freeMemWhenUnreachable(ring.Slot(0))
 	r := &Receiver{Lender: ud.NewLender(ring), cfg: c, x: x, ring: ring, done: make(chan struct{}),
-		repostMin: uint64(max(1, min(repostGroup, c.RingSlots/8)))}
+		repostMin: uint64(max(1, min(repostGroup, c.RingSlots/8))), sup: sup}
+	sup.cfg = &r.cfg
 	started := make(chan error, 1)
 	go r.run(started)
 	if err := <-started; err != nil {
@@ -174,6 +178,9 @@ func (r *Receiver) Stats() ud.RecvStats {
 		Errors:    r.errors.Load(),
 	}
 }
+
+// Health returns the device and rdma_cm events the receiver observed.
+func (r *Receiver) Health() Health { return r.sup.h.snapshot() }
 
 // Close stops the receive loop, leaves the group and releases the verbs
 // objects. Datagrams already received can still be drained with Peek; the
@@ -286,6 +293,7 @@ func (r *Receiver) run(started chan<- error) {
 		if err != nil {
 			// A failed receive completion: the QP is in the error
 			// state (flushed) and does not recover.
+			r.sup.event(EventCompletionError, err.Error())
 			r.fail(err)
 			return
 		}
@@ -303,7 +311,7 @@ func (r *Receiver) fill(n int, tail uint64) (good int, nbytes uint64, err error)
 	now := time.Now().UnixNano()
 	for i := 0; i < n; i++ {
 		if st := x.rcStatus[i]; st != 0 {
-			return good, nbytes, fmt.Errorf("receive completion status %d", st)
+			return good, nbytes, fmt.Errorf("receive completion status %d (%s)", st, wcStatus(st))
 		}
 		if want := (tail + uint64(i)) & (size - 1); uint64(x.rcID[i]) != want {
 			return good, nbytes, fmt.Errorf("receive completion for slot %d, expected %d", x.rcID[i], want)

@@ -31,6 +31,8 @@ type Sender struct {
 	closed atomic.Bool
 
 	datagrams, bytes, posts, errors, retries atomic.Uint64
+
+	sup *supervisor // events observed
 }
 
 var _ ud.Sender = (*Sender)(nil)
@@ -44,11 +46,14 @@ func NewSender(cfg Config) (*Sender, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	x, err := openEndpoint(&c, true)
+	sup := &supervisor{role: "sender", cfg: &c, log: c.logger()}
+	x, err := openEndpoint(&c, true, sup)
 	if err != nil {
 		return nil, err
 	}
-	return &Sender{cfg: c, x: x}, nil
+	s := &Sender{cfg: c, x: x, sup: sup}
+	sup.cfg = &s.cfg
+	return s, nil
 }
 
 // MaxDatagram returns the largest datagram Send accepts: the port's active
@@ -130,6 +135,7 @@ func (s *Sender) reclaim(maxOutstanding uint64) error {
 		done, err := s.x.pollSend()
 		if err != nil {
 			s.errors.Add(1)
+			s.sup.event(EventCompletionError, "send completion: "+err.Error())
 			return s.opError("send completion", err)
 		}
 		if done > s.done {
@@ -154,6 +160,9 @@ func (s *Sender) reclaim(maxOutstanding uint64) error {
 func (s *Sender) opError(op string, err error) error {
 	return &OpError{Op: op, Group: s.cfg.Group, Interface: s.cfg.Interface, Err: err}
 }
+
+// Health returns the device and rdma_cm events the sender observed.
+func (s *Sender) Health() Health { return s.sup.h.snapshot() }
 
 // Stats returns cumulative counters; Syscalls counts post lists.
 func (s *Sender) Stats() ud.SendStats {

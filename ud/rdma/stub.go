@@ -60,6 +60,12 @@ func (s *Sender) Stats() ud.SendStats { return ud.SendStats{} }
 // Close does nothing.
 func (s *Sender) Close() error { return nil }
 
+// Health returns the zero Health.
+func (s *Sender) Health() Health { return Health{} }
+
+// Health returns the zero Health.
+func (r *Receiver) Health() Health { return Health{} }
+
 // MaxDatagram returns 0.
 func (r *Receiver) MaxDatagram() int { return 0 }
 

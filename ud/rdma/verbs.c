@@ -346,6 +346,13 @@ struct tc_ep *tc_open(const struct tc_params *p, struct tc_err *e)
 	}
 	if (join(ep, p, e))
 		goto fail;
+	// From here on the channel is read through the Go runtime's poller
+	// (tc_get_cm_event): non-blocking.
+	int cfl = fcntl(ep->ch->fd, F_GETFL);
+	if (cfl < 0 || fcntl(ep->ch->fd, F_SETFL, cfl | O_NONBLOCK) < 0) {
+		sys(e, "fcntl O_NONBLOCK on the rdma_cm event channel");
+		goto fail;
+	}
 	return ep;
 fail:
 	if (ep->buf) {
@@ -475,4 +482,83 @@ int tc_poll_send(struct tc_ep *ep)
 			ep->completed = ep->wc[i].wr_id;
 	}
 	return n;
+}
+
+int tc_get_cm_event(struct tc_ep *ep, int *type, int *status)
+{
+	struct rdma_cm_event *ev;
+	if (rdma_get_cm_event(ep->ch, &ev)) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (!errno)
+			errno = EIO;
+		return -1;
+	}
+	*type = ev->event;
+	*status = ev->status;
+	// Acknowledged at once: rdma_destroy_id waits for every event of its
+	// id to be acknowledged, and a device removal must not wait.
+	rdma_ack_cm_event(ev);
+	return 1;
+}
+
+int tc_async_nonblock(struct ibv_context *ctx)
+{
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -1;
+	return 0;
+}
+
+int tc_get_async_event(struct ibv_context *ctx, struct tc_async *out)
+{
+	struct ibv_async_event ev;
+	if (ibv_get_async_event(ctx, &ev)) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (!errno)
+			errno = EIO;
+		return -1;
+	}
+	memset(out, 0, sizeof *out);
+	out->type = ev.event_type;
+	switch (ev.event_type) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		out->qpn = ev.element.qp ? ev.element.qp->qp_num : 0;
+		break;
+	case IBV_EVENT_CQ_ERR:
+		out->cq = (uintptr_t)ev.element.cq;
+		break;
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		out->port = ev.element.port_num;
+		break;
+	default:
+		break;
+	}
+	// Acknowledged at once: destroying a QP or CQ waits for the
+	// acknowledgement of its events.
+	ibv_ack_async_event(&ev);
+	return 1;
+}
+
+int tc_qp_error(struct tc_ep *ep)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	int rc = ibv_modify_qp(ep->qp, &a, IBV_QP_STATE);
+	if (rc)
+		errno = rc;
+	return rc;
 }

@@ -109,4 +109,26 @@ int tc_get_cq_event(struct tc_ep *ep);
 int tc_post_send(struct tc_ep *ep, uint64_t seq, int n);
 int tc_poll_send(struct tc_ep *ep);
 
+// One device async event, copied out of struct ibv_async_event before it is
+// acknowledged.
+struct tc_async {
+	int type;        // enum ibv_event_type
+	int port;        // port events
+	uint32_t qpn;    // QP events: the QP's number
+	uintptr_t cq;    // CQ events: the CQ
+};
+
+// tc_get_cm_event takes one event from the endpoint's rdma_cm event channel
+// (non-blocking after the join) and acknowledges it: 1 with *type and
+// *status set, 0 when none is pending, -1 with errno set on error.
+int tc_get_cm_event(struct tc_ep *ep, int *type, int *status);
+// tc_async_nonblock makes the device context's async event fd non-blocking.
+int tc_async_nonblock(struct ibv_context *ctx);
+// tc_get_async_event takes one async event from ctx without sleeping and
+// acknowledges it: 1 with *ev filled, 0 when none is pending, -1 with errno
+// set on error.
+int tc_get_async_event(struct ibv_context *ctx, struct tc_async *ev);
+// tc_qp_error moves the endpoint's QP to the error state (a test hook).
+int tc_qp_error(struct tc_ep *ep);
+
 #endif

@@ -30,6 +30,11 @@
 // rdma ÷ udp ratios); they are collected from the go test -json events and
 // printed together after the test results.
 //
+// Last, the guest runs ud/rdma's device-removal reproducer (removal_test.go)
+// in a fresh process: rdma link delete while a receiver and a sender hold
+// rxe0. Its lines are printed; it fails the run unless it exited 0 (both
+// ends observed RDMA_CM_EVENT_DEVICE_REMOVAL). rxe0 is added again after it.
+//
 // Usage, from anywhere in the module (test/softroce/run.sh checks the
 // host's packages first):
 //
@@ -380,6 +385,9 @@ func (r *runner) check(results string) error {
 	if !g.done {
 		problems = append(problems, "the guest did not finish (no @done in its report)")
 	}
+	if !g.removalRan && r.hasRemoval() {
+		problems = append(problems, "the device removal reproducer did not run (no @removalrc)")
+	}
 	var sent int64
 	for _, s := range r.suites {
 		problems = append(problems, r.checkSuite(s)...)
@@ -418,6 +426,8 @@ type guestReport struct {
 	list     *listDevices // the commands' --list-devices
 	problems []string     // the guest's own @error lines
 	done     bool         // the report ends with @done
+	// removalRan: the device removal reproducer ran (@removalrc).
+	removalRan bool
 }
 
 // readReport reads the guest's report file, recording each test event in
@@ -486,6 +496,13 @@ func (g *guestReport) directive(line string) {
 			g.e2e.t0, _ = strconv.Atoi(fields[1])
 			g.e2e.t1, _ = strconv.Atoi(fields[2])
 			g.e2e.budget, _ = strconv.Atoi(fields[3])
+		}
+	case "@removal":
+		fmt.Printf("guest removal: %s\n", strings.TrimPrefix(line, "@removal "))
+	case "@removalrc":
+		g.removalRan = true
+		if len(fields) == 2 && fields[1] != "0" {
+			g.problems = append(g.problems, "device removal reproducer exited "+fields[1]+" (its @removal lines above say why)")
 		}
 	case "@error":
 		g.problems = append(g.problems, "guest: "+strings.TrimPrefix(line, "@error "))
@@ -633,4 +650,15 @@ func printProbe(f []string) {
 	if dec.Decode(&sub) == nil && sub.Received > 0 {
 		fmt.Printf("probe %-22s subscriber received %d (%s)\n", f[0], sub.Received, sub.Reason)
 	}
+}
+
+// hasRemoval reports whether the ud/rdma suite, which carries the device
+// removal reproducer, is among the suites.
+func (r *runner) hasRemoval() bool {
+	for _, s := range r.suites {
+		if s.name == "ud_rdma" {
+			return true
+		}
+	}
+	return false
 }
