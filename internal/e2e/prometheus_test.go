@@ -73,8 +73,7 @@ func TestPrometheus(t *testing.T) {
 	// The RDMA alerts' metrics exist only with --transport rdma on an RDMA
 	// device, which this host has not: promtool's unit tests
 	// (deploy/prometheus/alerts_test.yml) check them, and tickprom's tests
-	// the series they select. Here they are left
-	// out.
+	// the series they select. Here they are left out.
 	rules = slices.DeleteFunc(rules, func(r map[string]any) bool {
 		if name := r["alert"].(string); strings.HasPrefix(name, "TickcastRDMA") {
 			t.Logf("%s left out: its metrics need an RDMA device (promtool's unit tests cover it)", name)
