@@ -1,6 +1,9 @@
 package fh
 
 import (
+	"log/slog"
+
+	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/rdma"
 	"github.com/tickcast/tickcast/ud/udp"
@@ -12,7 +15,10 @@ import (
 // the port's active MTU (a MaxDatagram larger than it fails: too large).
 func senders(c *Config) (ud.NewSenderFunc, int) {
 	if c.Transport == "rdma" {
-		return rdma.Senders(rdma.Config{Interface: c.Interface, MaxDatagram: c.MaxDatagram, CPU: -1}), c.MaxDatagram
+		// The transport's event lines (rdma event ...) go to the feed
+		// handler's log, in its format.
+		return rdma.Senders(rdma.Config{Interface: c.Interface, MaxDatagram: c.MaxDatagram, CPU: -1,
+			Logger: slog.New(zerolog.NewSlogHandler(c.Log))}), c.MaxDatagram
 	}
 	return udp.Senders(udp.Config{Interface: c.Interface, TTL: c.TTL, MaxDatagram: c.MaxDatagram, CPU: -1}), c.MaxDatagram
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
 	"os"
 	"runtime"
@@ -447,7 +448,11 @@ func (a *App) receivers(lib libConfigs) ud.NewReceiverFunc {
 	case "nats":
 		return a.natsReceivers(lib.NATSLive) // uses a.nc, which connect connects
 	case "rdma":
-		return rdma.Receivers(lib.RDMA)
+		// The transport's event lines (rdma event ...) go to this log,
+		// in its format.
+		cfg := lib.RDMA
+		cfg.Logger = slog.New(zerolog.NewSlogHandler(a.log))
+		return rdma.Receivers(cfg)
 	}
 	return udp.Receivers(lib.UDP)
 }
