@@ -80,5 +80,6 @@ func FeedHandler() *Dashboard {
 	b.graph(timeseries("Feed handlers up", "1 while Prometheus scrapes a feed handler, 0 while it cannot: every target of the feedhandler job, whatever instances are selected, so that a lost peer of a hot-hot pair shows. See the runbook, \"Feed handler down\".", "short",
 		q(`max by (instance) (up{job="feedhandler"})`, "{{instance}}")))
 	b.natsRow()
+	b.rdmaRow()
 	return b.d
 }

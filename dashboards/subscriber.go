@@ -89,5 +89,6 @@ func Subscriber() *Dashboard {
 		q(rate(sub+"recovery_client_messages_total", byInstance, "instance"), "messages {{instance}}"),
 		q(rate(sub+"recovery_failures_total", byInstance, "instance"), "failures {{instance}}")))
 	b.natsRow()
+	b.rdmaRow()
 	return b.d
 }

@@ -461,6 +461,16 @@ const dashboardsDir = "../../dashboards"
 // parses and each of its selectors matches a scraped series. A copy of the
 // subscriber dashboard with one metric renamed must fail the check at every
 // selector of that metric, and only there.
+// withoutRDMA leaves out the queries of the dashboards' RDMA row: its
+// series exist only with --transport rdma on an RDMA device, which this
+// host has not (dashboards' TestQueries checks them against the
+// collectors).
+func withoutRDMA(queries []map[string]any) []map[string]any {
+	return slices.DeleteFunc(queries, func(q map[string]any) bool {
+		return strings.Contains(q["expr"].(string), "tickcast_rdma_")
+	})
+}
+
 func checkDashboards(t *testing.T, api promAPI) {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dashboardsDir, "*.json"))
@@ -475,6 +485,9 @@ func checkDashboards(t *testing.T, api promAPI) {
 		}
 		queries = append(queries, dashboardQueries(t, f, b)...)
 	}
+	n := len(queries)
+	queries = withoutRDMA(queries)
+	t.Logf("%d RDMA dashboard queries left out: their series need an RDMA device", n-len(queries))
 	waitFor(t, 15*time.Second, func() (bool, string) {
 		missing := api.unmatchedSelectors(queries)
 		return len(missing) == 0, fmt.Sprintf("dashboard selectors that match no scraped series: %v", missing)
@@ -486,7 +499,7 @@ func checkDashboards(t *testing.T, api promAPI) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mutated := dashboardQueries(t, "mutated subscriber.json", []byte(strings.ReplaceAll(string(b), from, to)))
+	mutated := withoutRDMA(dashboardQueries(t, "mutated subscriber.json", []byte(strings.ReplaceAll(string(b), from, to))))
 	want := 0
 	for _, q := range mutated {
 		want += strings.Count(q["expr"].(string), to)
