@@ -9,13 +9,10 @@ package rdma_test
 
 import (
 	"encoding/binary"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/ud/rdma"
 )
 
@@ -95,18 +92,13 @@ func TestEventsQPError(t *testing.T) {
 // holds; whether the stream resumed on the old queue pairs is logged.
 func TestEventsLinkFlap(t *testing.T) {
 	a := iface(t)
-	dev := os.Getenv(envNetdev)
-	testenv.Need(t, "rdma", dev != "", envNetdev+" is not set")
-	ip, err := exec.LookPath("ip")
-	if err != nil {
-		ip = "/usr/sbin/ip"
-	}
+	_, setLink := netdevLink(t)
 	link := func(state string) error {
-		if out, err := exec.Command(ip, "link", "set", dev, state).CombinedOutput(); err != nil {
-			t.Errorf("ip link set %s %s: %v %s", dev, state, err, out)
-			return err
+		err := setLink(state)
+		if err != nil {
+			t.Error(err)
 		}
-		return nil
+		return err
 	}
 	t.Cleanup(func() {
 		link("up")

@@ -415,16 +415,7 @@ func TestRingFull(t *testing.T) {
 	const slots = 16
 	r := newReceiver(t, rdma.Config{Group: g, Interface: a, RingSlots: slots})
 	s := newSender(t, rdma.Config{Group: g, Interface: a})
-	for seq := uint64(0); seq < slots; seq++ {
-		send(t, s, payload(seq, 32))
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for r.Peek(slots-1) == nil && time.Now().Before(deadline) {
-		r.Wait(10 * time.Millisecond)
-	}
-	if r.Peek(slots-1) == nil {
-		t.Fatalf("ring not filled: %+v", r.Stats())
-	}
+	fillRing(t, r, s, slots)
 	send(t, s, payload(100, 32), payload(101, 32)) // no receive posted: dropped by the device
 	time.Sleep(200 * time.Millisecond)
 	if st := r.Stats(); st.RingFull == 0 || st.Datagrams != slots {
@@ -438,20 +429,49 @@ func TestRingFull(t *testing.T) {
 	}
 }
 
+// fillRing sends slots datagrams (sequences 0..slots-1) and waits until r,
+// whose ring has that many slots, holds them all: every slot lent out.
+func fillRing(t *testing.T, r *rdma.Receiver, s *rdma.Sender, slots int) {
+	t.Helper()
+	for seq := uint64(0); seq < uint64(slots); seq++ {
+		send(t, s, payload(seq, 32))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Peek(slots-1) == nil && time.Now().Before(deadline) {
+		r.Wait(10 * time.Millisecond)
+	}
+	if r.Peek(slots-1) == nil {
+		t.Fatalf("ring not filled: %+v", r.Stats())
+	}
+}
+
+// netdevLink returns the netdev under the device (TICKCAST_RDMA_NETDEV) and
+// a function that sets its link up or down with ip(8).
+func netdevLink(t *testing.T) (string, func(state string) error) {
+	t.Helper()
+	dev := os.Getenv(envNetdev)
+	testenv.Need(t, "rdma", dev != "", envNetdev+" is not set")
+	ip, err := exec.LookPath("ip")
+	if err != nil {
+		ip = "/usr/sbin/ip" // busybox's ip lacks what the VM's init uses
+	}
+	return dev, func(state string) error {
+		if out, err := exec.Command(ip, "link", "set", dev, state).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip link set %s %s: %v %s", dev, state, err, out)
+		}
+		return nil
+	}
+}
+
 // TestPortNotActive takes the netdev down: the port leaves ACTIVE and
 // opening fails with ErrPortNotActive; it comes back when the link does.
 // It runs last: the link flap must not disturb the other tests.
 func TestPortNotActive(t *testing.T) {
 	a := iface(t)
-	dev := os.Getenv(envNetdev)
-	testenv.Need(t, "rdma", dev != "", envNetdev+" is not set")
-	ip, err := exec.LookPath("ip")
-	if err != nil {
-		ip = "/usr/sbin/ip"
-	}
+	dev, setLink := netdevLink(t)
 	link := func(state string) {
-		if out, err := exec.Command(ip, "link", "set", dev, state).CombinedOutput(); err != nil {
-			t.Fatalf("ip link set %s %s: %v %s", dev, state, err, out)
+		if err := setLink(state); err != nil {
+			t.Fatal(err)
 		}
 	}
 	waitState := func(active bool) rdma.Device {
@@ -470,7 +490,7 @@ func TestPortNotActive(t *testing.T) {
 	link("down")
 	t.Cleanup(func() { link("up"); waitState(true) })
 	d := waitState(false)
-	_, err = rdma.NewSender(rdma.Config{Group: group(), Interface: a})
+	_, err := rdma.NewSender(rdma.Config{Group: group(), Interface: a})
 	if !errors.Is(err, rdma.ErrPortNotActive) {
 		t.Fatalf("NewSender with %s down (%s) = %v, want ErrPortNotActive", dev, d.State, err)
 	}

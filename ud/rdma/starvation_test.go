@@ -80,16 +80,7 @@ func TestStarvation(t *testing.T) {
 		t.Fatalf("before any datagram: %+v", st)
 	}
 
-	for seq := uint64(0); seq < slots; seq++ {
-		send(t, s, payload(seq, 32))
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for r.Peek(slots-1) == nil && time.Now().Before(deadline) {
-		r.Wait(10 * time.Millisecond)
-	}
-	if r.Peek(slots-1) == nil {
-		t.Fatalf("ring not filled: %+v", r.Stats())
-	}
+	fillRing(t, r, s, slots)
 	// Ring occupancy, as the subscriber reads it (ud.RingReporter).
 	rr, ok := ud.Receiver(r).(ud.RingReporter)
 	if !ok {
@@ -103,7 +94,7 @@ func TestStarvation(t *testing.T) {
 	}
 	// Wait until the device has seen them all (rcvd_pkts), then some.
 	var after map[string]uint64
-	deadline = time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		time.Sleep(lifespan + 20*time.Millisecond)
 		after = hwCounters(t, dev.Name, dev.Port)
