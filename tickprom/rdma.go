@@ -78,19 +78,24 @@ func (c *rdmaPortCollector) Collect(out chan<- prometheus.Metric) {
 
 type rdmaEventCollector struct {
 	metricSet
-	events *prometheus.Desc
+	events, rebuilds, rebuildFailures, outage *prometheus.Desc
 }
 
-// NewRDMAEventCollector returns a Prometheus collector of the device async
-// and rdma_cm events the process's RDMA senders and receivers observed
-// (package ud/rdma, rdma.Totals): tickcast_rdma_events_total{event} for
-// every event kind (port_active, port_down, qp_fatal, cq_error,
-// device_fatal, multicast_error, device_removal, addr_change,
-// completion_error, other), zeros included, so that a rate over any of them
-// is defined from the start.
+// NewRDMAEventCollector returns a Prometheus collector of the process's RDMA
+// transport events and endpoint rebuilds (package ud/rdma, rdma.Totals):
+// tickcast_rdma_events_total{event} for every event kind (port_active,
+// port_down, qp_fatal, cq_error, device_fatal, multicast_error,
+// device_removal, addr_change, completion_error, other), zeros included, so
+// that a rate over any of them is defined from the start;
+// tickcast_rdma_rebuilds_total and tickcast_rdma_rebuild_failures_total; and
+// the last rebuild's outage in seconds.
 func NewRDMAEventCollector() prometheus.Collector {
 	c := &rdmaEventCollector{}
-	c.events = c.desc("tickcast_rdma_events_total", "Device async and rdma_cm events the RDMA senders and receivers observed, by kind (completion_error: a work completion with an error status).", "event")
+	const n = "tickcast_rdma_"
+	c.events = c.desc(n+"events_total", "Device async and rdma_cm events the RDMA senders and receivers observed, by kind (completion_error: a work completion with an error status).", "event")
+	c.rebuilds = c.desc(n+"rebuilds_total", "RDMA endpoints torn down after an event or failed completion and opened again (queue pair, completion queues, memory region registration, multicast join).")
+	c.rebuildFailures = c.desc(n+"rebuild_failures_total", "Attempts to open a torn-down RDMA endpoint again that failed and were retried.")
+	c.outage = c.desc(n+"last_rebuild_outage_seconds", "How long the last rebuild took, from the event that started it to the endpoint joined again.")
 	return c
 }
 
@@ -100,4 +105,7 @@ func (c *rdmaEventCollector) Collect(out chan<- prometheus.Metric) {
 	for i, v := range h.Events {
 		counter(out, c.events, v, rdma.Event(i).String())
 	}
+	counter(out, c.rebuilds, h.Rebuilds)
+	counter(out, c.rebuildFailures, h.RebuildFailures)
+	gauge(out, c.outage, h.LastOutage.Seconds())
 }

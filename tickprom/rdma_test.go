@@ -39,9 +39,9 @@ func TestRDMAPortCollectorNoDevice(t *testing.T) {
 	}
 }
 
-// TestRDMAEventCollector: every event kind is exported, zeros included;
-// the collector lints clean. The counts moving
-// with real events are checked in the Soft-RoCE VM (ud/rdma events tests,
+// TestRDMAEventCollector: every event kind is exported, zeros included,
+// with the rebuild counters; the collector lints clean. The counts moving
+// with real events are checked in the Soft-RoCE VM (ud/rdma fault tests,
 // rdma.Totals).
 func TestRDMAEventCollector(t *testing.T) {
 	c := NewRDMAEventCollector()
@@ -49,13 +49,14 @@ func TestRDMAEventCollector(t *testing.T) {
 	reg.MustRegister(c)
 	got := gather(t, reg)
 	for _, k := range []string{"tickcast_rdma_events_total{event=port_down}", "tickcast_rdma_events_total{event=port_active}",
-		"tickcast_rdma_events_total{event=device_removal}", "tickcast_rdma_events_total{event=completion_error}"} {
+		"tickcast_rdma_events_total{event=device_removal}", "tickcast_rdma_events_total{event=completion_error}",
+		"tickcast_rdma_rebuilds_total", "tickcast_rdma_rebuild_failures_total", "tickcast_rdma_last_rebuild_outage_seconds"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("%s not exported (got %v)", k, got)
 		}
 	}
-	if n := len(got); n != int(rdma.NumEvents) {
-		t.Errorf("%d series, want one per event kind (%d)", n, rdma.NumEvents)
+	if n, want := len(got), int(rdma.NumEvents)+3; n != want {
+		t.Errorf("%d series, want %d: one per event kind and three for rebuilds", n, want)
 	}
 	problems, err := testutil.CollectAndLint(c)
 	if err != nil || len(problems) > 0 {

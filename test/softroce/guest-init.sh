@@ -67,11 +67,12 @@ counters before
 export TICKCAST_REQUIRE=rdma
 export TICKCAST_RDMA_IFACE=$ADDR TICKCAST_RDMA_DEVICE=rxe0 TICKCAST_RDMA_MTU=1024 TICKCAST_RDMA_NETDEV=veth0
 TIMEOUT=$(sed -n 's/.*tctimeout=\([0-9a-z]*\).*/\1/p' /proc/cmdline)
+RUN=$(sed -n 's/.*tcrun=\([^ ]*\).*/\1/p' /proc/cmdline)   # vmtest -run
 for t in /tests/*.test; do
 	name=$(basename "$t" .test)
 	say "@suite $name"
 	TICKCAST_RDMA_SENT_FILE=/tmp/sent.$name \
-		/tests/test2json -t -p "$name" "$t" -test.v=test2json -test.count=1 -test.timeout="${TIMEOUT:-240s}" > $OUT 2>&1
+		/tests/test2json -t -p "$name" "$t" -test.v=test2json -test.count=1 -test.timeout="${TIMEOUT:-240s}" ${RUN:+-test.run="$RUN"} > $OUT 2>&1
 	say "@exit $name $?"
 	say "@sent $name $(cat /tmp/sent.$name 2>/dev/null || echo -1)"
 done
@@ -191,17 +192,20 @@ fi
 # on rxe0's hw_counters, which start again from zero when rxe0 is added
 # back. rxe0 is there again afterwards, whatever happened.
 #
+# A second device, rxe1 on veth1, exists while it runs: librdmacm closes a
+# removed device's context (which rdma link delete waits for) only when it
+# can still list some other device. With rxe0 alone the removal would block
+# until the process exits (docs/operations.md). rxe1 goes afterwards.
+#
 #   @removal LINE                a line of its output (and the library's log)
 #   @removalrc RC                its exit status
 if [ -x /tests/ud_rdma.test ]; then
-	TICKCAST_RDMA_REMOVAL=rxe0 timeout -s KILL 90 /tests/ud_rdma.test > /tmp/removal.out 2>&1
+	rdma link add rxe1 type rxe netdev veth1 || say "@error rdma link add rxe1 type rxe netdev veth1 failed"
+	TICKCAST_RDMA_REMOVAL=rxe0,veth0 timeout -s KILL 90 /tests/ud_rdma.test > /tmp/removal.out 2>&1
 	rc=$?
 	while IFS= read -r l; do say "@removal $l"; done < /tmp/removal.out
 	say "@removalrc $rc"
-	# A removal the process blocked finishes once it has exited.
-	i=0
-	while [ -e /sys/class/infiniband/rxe0 ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
-	say "@removal rxe0 gone $((i / 10)).$((i % 10))s after the reproducer exited"
+	rdma link delete rxe1 || say "@error rdma link delete rxe1 failed"
 	[ -e /sys/class/infiniband/rxe0 ] || rdma link add rxe0 type rxe netdev veth0 || say "@error rdma link add rxe0 after the removal test failed"
 	i=0
 	until grep -q ACTIVE $PORT/state 2>/dev/null || [ $i -gt 100 ]; do i=$((i + 1)); sleep 0.1; done

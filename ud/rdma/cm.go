@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -59,14 +60,19 @@ type endpoint struct {
 	// ibv_destroy_comp_channel closes. See waitEvent.
 	cc     *os.File
 	ccConn syscall.RawConn
-	ccRead func(uintptr) bool // x.takeEvent, bound once
-	evErr  error              // set by takeEvent
+	ccRead func(uintptr) bool      // x.takeEvent, bound once
+	evErr  error                   // set by takeEvent
+	ccWake atomic.Pointer[os.File] // cc, for wake from other goroutines
 
 	// Events: the rdma_cm channel's watch and the device context's
 	// async event monitor (watch.go) report to sup.
 	sup   *supervisor
 	cm    *cmWatch
 	async *asyncMonitor
+
+	// The slot memory is freed by a cleanup on the receive ring
+	// (freeMemWhenUnreachable), not by freeMem.
+	memCleanup bool
 }
 
 func ip4(a netip.Addr) C.uint32_t {
@@ -131,6 +137,18 @@ func LookupDevice(iface netip.Addr) (Device, error) {
 // applied), joins the group and starts watching its events, which go to
 // sup.
 func openEndpoint(c *Config, sender bool, sup *supervisor) (*endpoint, error) {
+	x := &endpoint{sup: sup}
+	if err := x.open(c, sender, 0, -1); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// open creates the endpoint's verbs objects and joins the group. When x
+// already has slot memory (a rebuild), that memory is registered again
+// rather than replaced, and a receiver posts the postN slots from
+// postStart (postN -1: every slot).
+func (x *endpoint) open(c *Config, sender bool, postStart uint64, postN int) error {
 	p := C.struct_tc_params{
 		ifaddr:     ip4(c.Interface),
 		group:      ip4(c.Group),
@@ -140,49 +158,50 @@ func openEndpoint(c *Config, sender bool, sup *supervisor) (*endpoint, error) {
 		max_inline: C.int(c.MaxInline),
 		timeout_ms: C.int(c.JoinTimeout.Milliseconds()),
 		max_dgram:  C.int(c.MaxDatagram),
+		post_start: C.uint32_t(postStart),
+		post_n:     C.int(postN),
 	}
 	if sender {
 		p.sender = 1
 	} else if c.Mode == Blocking {
 		p.blocking = 1
 	}
+	if x.mem != nil {
+		p.buf = (*C.uint8_t)(unsafe.Pointer(&x.mem[0]))
+		p.buflen = C.size_t(len(x.mem))
+	}
 	var e C.struct_tc_err
 	ep := C.tc_open(&p, &e)
 	if ep == nil {
-		return nil, convErr(&e, c.Group, c.Interface)
+		return convErr(&e, c.Group, c.Interface)
 	}
 	b := int(ep.batch)
 	u32 := func(p *C.uint32_t) []uint32 { return unsafe.Slice((*uint32)(unsafe.Pointer(p)), b) }
-	x := &endpoint{
-		ep:         ep,
-		dev:        convDev(&ep.dev),
-		mtu:        int(ep.mtu),
-		maxInline:  int(ep.max_inline),
-		sendOnly:   ep.sendonly != 0,
-		qkey:       uint32(ep.qkey),
-		remoteQPN:  uint32(ep.remote_qpn),
-		mem:        unsafe.Slice((*byte)(unsafe.Pointer(ep.buf)), int(ep.buflen)),
-		recvStride: int(ep.rstride),
-		sendStride: int(ep.sstride),
-		sendOff:    int(ep.nrecv) * int(ep.rstride),
-		rcID:       u32(ep.rc_id),
-		rcLen:      u32(ep.rc_len),
-		rcStatus:   u32(ep.rc_status),
-		sLen:       u32(ep.s_len),
-		sup:        sup,
+	x.install(ep)
+	x.mtu = int(ep.mtu)
+	x.maxInline = int(ep.max_inline)
+	x.sendOnly = ep.sendonly != 0
+	x.qkey = uint32(ep.qkey)
+	x.remoteQPN = uint32(ep.remote_qpn)
+	if x.mem == nil {
+		x.mem = unsafe.Slice((*byte)(unsafe.Pointer(ep.buf)), int(ep.buflen))
 	}
+	x.recvStride = int(ep.rstride)
+	x.sendStride = int(ep.sstride)
+	x.sendOff = int(ep.nrecv) * int(ep.rstride)
+	x.rcID, x.rcLen, x.rcStatus, x.sLen = u32(ep.rc_id), u32(ep.rc_len), u32(ep.rc_status), u32(ep.s_len)
+	x.cc, x.ccConn = nil, nil
 	if ep.cc != nil {
 		if err := x.pollChannel(); err != nil {
 			x.close()
-			return nil, &OpError{Op: "completion channel", Group: c.Group, Interface: c.Interface, Err: err}
+			return &OpError{Op: "completion channel", Group: c.Group, Interface: c.Interface, Err: err}
 		}
 	}
 	if err := x.watch(); err != nil {
 		x.close()
-		x.freeMem()
-		return nil, &OpError{Op: "event watch", Group: c.Group, Interface: c.Interface, Err: err}
+		return &OpError{Op: "event watch", Group: c.Group, Interface: c.Interface, Err: err}
 	}
-	return x, nil
+	return nil
 }
 
 // forceQPError moves the queue pair to the error state, as a failure of the
@@ -217,32 +236,86 @@ func (x *endpoint) pollChannel() error {
 	}
 	x.cc, x.ccConn = f, rc
 	x.ccRead = x.takeEvent
+	x.ccWake.Store(f)
 	return nil
 }
 
 // stopWait closes the poller's dup of the completion channel, which wakes
 // a waitEvent with os.ErrClosed. Safe to call more than once.
 func (x *endpoint) stopWait() {
+	x.ccWake.Store(nil)
 	if x.cc != nil {
 		x.cc.Close()
 	}
 }
 
-// close stops watching events, leaves the group and destroys every verbs
-// object. The slot memory is not freed: see freeMemWhenUnreachable.
-func (x *endpoint) close() {
-	x.stopWait()
-	x.unwatch()
-	if x.ep != nil {
-		C.tc_close(x.ep)
-		x.ep = nil
+// wake makes a waitEvent in progress (or the next one) return
+// os.ErrDeadlineExceeded; the receive loop then clears the deadline with
+// rearm. Safe from any goroutine.
+func (x *endpoint) wake() {
+	if f := x.ccWake.Load(); f != nil {
+		f.SetReadDeadline(time.Unix(1, 0))
 	}
 }
+
+// rearm clears the deadline wake set.
+func (x *endpoint) rearm() {
+	if x.cc != nil {
+		x.cc.SetReadDeadline(time.Time{})
+	}
+}
+
+// close stops watching events, leaves the group and destroys every verbs
+// object, the rdma_cm id and its event channel included. The slot memory is
+// not freed (see freeMemWhenUnreachable); open registers it again. Safe to
+// call more than once.
+func (x *endpoint) close() { x.tearDown(false) }
+
+// tearDown destroys every verbs object of the endpoint, as close does.
+// With park, the endpoint stays registered with its device context's async
+// event monitor while it waits to be opened again, so that it still
+// observes the port coming back (a port error or a broken queue pair leaves
+// the context usable; a removed device's must go, and is not parked).
+func (x *endpoint) tearDown(park bool) {
+	x.stopWait()
+	x.unwatchCM()
+	var ep *C.struct_tc_ep
+	if park && x.async != nil {
+		ep = x.async.park(x)
+	} else {
+		x.unwatchAsync()
+		ep, x.ep = x.ep, nil
+	}
+	if ep != nil {
+		C.tc_close(ep)
+	}
+}
+
+// install makes ep the endpoint's, under the async monitor's lock when the
+// endpoint is parked there: the monitor reads ep and dev as it dispatches.
+// A parked endpoint whose new ep is on another device context leaves the
+// old context's monitor (watch joins the new one).
+func (x *endpoint) install(ep *C.struct_tc_ep) {
+	if m := x.async; m != nil {
+		if m.ctx == ep.id.verbs {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+		} else {
+			x.unwatchAsync()
+		}
+	}
+	x.ep = ep
+	x.dev = convDev(&ep.dev)
+}
+
+// syncDevices lets librdmacm drop a device being removed once nothing
+// uses it, closing its device context: rdma link delete waits for that.
+func syncDevices() { C.tc_sync_devices() }
 
 // freeMem frees the slot memory at once (the sender, whose slots are never
 // lent out).
 func (x *endpoint) freeMem() {
-	if x.mem != nil {
+	if x.mem != nil && !x.memCleanup {
 		C.tc_free_buf(unsafe.Pointer(&x.mem[0]))
 		x.mem = nil
 	}
@@ -256,5 +329,7 @@ func (x *endpoint) freeMemWhenUnreachable(anchor *ud.Slot) {
 	// The argument is C memory, invisible to the garbage collector, so
 	// it does not keep anchor alive.
 	runtime.AddCleanup(anchor, func(p unsafe.Pointer) { C.tc_free_buf(p) }, unsafe.Pointer(&x.mem[0]))
-	x.mem = nil
+	// x.mem stays: a rebuild (open) registers the same memory again, so
+	// that the slots lent to the consumer stay valid.
+	x.memCleanup = true
 }

@@ -32,6 +32,8 @@ const (
 	DefaultMaxInline = 256
 	// DefaultJoinTimeout is the default Config.JoinTimeout.
 	DefaultJoinTimeout = 5 * time.Second
+	// DefaultRebuildPoll is the default Config.RebuildPoll.
+	DefaultRebuildPoll = 100 * time.Millisecond
 	// MaxBatch is the largest Config.Batch.
 	MaxBatch = 256
 	// GRHLen is the Global Route Header space at the start of every UD
@@ -103,9 +105,12 @@ type Config struct {
 	// Notifier, if set, is signalled after every batch a Receiver
 	// publishes.
 	Notifier *ud.Notifier
-	// Logger receives a line for every device and rdma_cm event a Sender
-	// or Receiver observes. Nil means slog.Default().
+	// Logger receives a line for every device and rdma_cm event and every
+	// rebuild of the endpoint. Nil means slog.Default().
 	Logger *slog.Logger
+	// RebuildPoll is how often an endpoint torn down by an event checks
+	// whether its port is ACTIVE again. Zero means DefaultRebuildPoll.
+	RebuildPoll time.Duration
 }
 
 // ConfigError reports a Config field with an invalid value: the module's
@@ -124,6 +129,7 @@ func (c Config) withDefaults() Config {
 	}
 	config.Default(&c.MaxInline, DefaultMaxInline)
 	config.Default(&c.JoinTimeout, DefaultJoinTimeout)
+	config.Default(&c.RebuildPoll, DefaultRebuildPoll)
 	return c
 }
 
@@ -157,6 +163,8 @@ func (c Config) validate() error {
 		return bad("CPU", c.CPU, "not -1 (no pinning) or a CPU index below 1024")
 	case c.JoinTimeout < 0:
 		return bad("JoinTimeout", c.JoinTimeout, "negative")
+	case c.RebuildPoll < 0:
+		return bad("RebuildPoll", c.RebuildPoll, "negative")
 	}
 	return nil
 }

@@ -2,10 +2,11 @@ package rdma
 
 import (
 	"sync/atomic"
+	"time"
 )
 
 // Event is a kind of device or rdma_cm event a Sender or Receiver observes
-// (see the package documentation, "Events").
+// (see the package documentation, "Events and rebuilds").
 type Event int
 
 // Event kinds. Each has a counter (EventCounts) and a Prometheus series
@@ -34,7 +35,8 @@ const (
 	// EventCompletionError is a work completion with an error status
 	// (e.g. a flush error after the queue pair went to the error state).
 	EventCompletionError
-	// EventOther is any other async or rdma_cm event.
+	// EventOther is any other async or rdma_cm event (logged, counted,
+	// otherwise ignored).
 	EventOther
 	// NumEvents is the number of event kinds.
 	NumEvents
@@ -55,14 +57,27 @@ func (e Event) String() string {
 type EventCounts [NumEvents]uint64
 
 // Health is what a Sender or Receiver has been through: the events it
-// observed.
+// observed, and the rebuilds of its endpoint they caused.
 type Health struct {
 	Events EventCounts
+	// Rebuilds counts endpoints torn down and opened again; the stream
+	// went on after each. RebuildFailures counts attempts to open again
+	// that failed (and were retried).
+	Rebuilds, RebuildFailures uint64
+	// Down reports that the endpoint is torn down now, waiting for the
+	// port to be ACTIVE again.
+	Down bool
+	// LastOutage is how long the last rebuild took, from the event or
+	// failed completion that started it to the endpoint joined again.
+	LastOutage time.Duration
 }
 
 // health holds the counters behind Health; the zero value is ready.
 type health struct {
-	events [NumEvents]atomic.Uint64
+	events                    [NumEvents]atomic.Uint64
+	rebuilds, rebuildFailures atomic.Uint64
+	down                      atomic.Bool
+	lastOutage                atomic.Int64
 }
 
 func (h *health) snapshot() Health {
@@ -70,6 +85,9 @@ func (h *health) snapshot() Health {
 	for i := range h.events {
 		s.Events[i] = h.events[i].Load()
 	}
+	s.Rebuilds, s.RebuildFailures = h.rebuilds.Load(), h.rebuildFailures.Load()
+	s.Down = h.down.Load()
+	s.LastOutage = time.Duration(h.lastOutage.Load())
 	return s
 }
 
@@ -77,6 +95,10 @@ func (h *health) snapshot() Health {
 // Totals and the Prometheus metrics.
 var totals health
 
-// Totals returns the events every Sender and Receiver of the process
-// observed so far.
-func Totals() Health { return totals.snapshot() }
+// Totals returns the events and rebuilds of every Sender and Receiver of
+// the process so far (Down is not set: it belongs to one endpoint).
+func Totals() Health {
+	s := totals.snapshot()
+	s.Down = false
+	return s
+}

@@ -5,7 +5,9 @@
 package rdma
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -40,16 +42,18 @@ type Receiver struct {
 	done   chan struct{} // closed when the receive loop has returned
 	err    atomic.Pointer[error]
 
-	// Reposting, done by the consumer in Release. postMu keeps Close from
-	// destroying the queue pair under a post.
+	// Reposting, done by the consumer in Release. postMu keeps Close and
+	// a rebuild from destroying the queue pair under a post; down (under
+	// postMu) says the endpoint is torn down, waiting for a rebuild.
 	postMu    sync.Mutex
-	released  uint64 // slots released so far
-	reposted  uint64 // slots posted again so far
-	repostMin uint64 // smallest group of released slots worth a post
+	down      bool
+	released  atomic.Uint64 // slots released so far (written by the consumer)
+	reposted  atomic.Uint64 // slots posted again so far (under postMu)
+	repostMin uint64        // smallest group of released slots worth a post
+
+	sup *supervisor // events and rebuilds
 
 	placement devices.Placement // set by run before NewReceiver returns
-
-	sup *supervisor // events observed
 
 	datagrams, bytes, polls, ringFull, truncated, errors atomic.Uint64
 
@@ -79,11 +83,12 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 	if c.Notifier != nil {
 		ring.SetNotifier(c.Notifier)
 	}
-	sup := &supervisor{role: "receiver", cfg: &c, log: c.logger()}
+	sup := newSupervisor("receiver", &c)
 	x, err := openEndpoint(&c, false, sup)
 	if err != nil {
 		return nil, err
 	}
+	sup.wake = x.wake
 	for k := 0; k < c.RingSlots; k++ {
 		// Skip the 40-byte GRH space: Buf is the datagram alone.
 		off := k*x.recvStride + GRHLen
@@ -131,8 +136,7 @@ func (r *Receiver) Release(n int) {
 	if n <= 0 {
 		return
 	}
-	r.released += uint64(n)
-	if r.released-r.reposted >= r.repostMin {
+	if r.released.Add(uint64(n))-r.reposted.Load() >= r.repostMin {
 		r.repost()
 	}
 }
@@ -144,18 +148,25 @@ func (r *Receiver) Release(n int) {
 func (r *Receiver) repost() {
 	r.postMu.Lock()
 	defer r.postMu.Unlock()
-	if r.closed.Load() {
+	if r.closed.Load() || r.down {
+		// A rebuild posts what was released meanwhile.
 		return
 	}
-	if err := r.x.postRecv(r.reposted, int(r.released-r.reposted)); err != nil {
-		r.fail(fmt.Errorf("ibv_post_recv: %w", err))
+	rel, rep := r.released.Load(), r.reposted.Load()
+	if rel == rep {
 		return
 	}
-	r.reposted = r.released
+	if err := r.x.postRecv(rep, int(rel-rep)); err != nil {
+		// The queue pair is broken: the receive loop rebuilds it.
+		r.sup.event(EventCompletionError, "ibv_post_recv: "+err.Error())
+		return
+	}
+	r.reposted.Store(rel)
 }
 
-// Err returns the error that stopped the receive loop (a failed completion
-// means the queue pair went to the error state), or nil.
+// Err returns the error that stopped the receive loop, or nil. A failed
+// completion or a broken queue pair does not stop it: the endpoint is
+// rebuilt (Health).
 func (r *Receiver) Err() error {
 	if p := r.err.Load(); p != nil {
 		return *p
@@ -179,7 +190,8 @@ func (r *Receiver) Stats() ud.RecvStats {
 	}
 }
 
-// Health returns the device and rdma_cm events the receiver observed.
+// Health returns the events the receiver observed and the rebuilds of its
+// endpoint.
 func (r *Receiver) Health() Health { return r.sup.h.snapshot() }
 
 // Close stops the receive loop, leaves the group and releases the verbs
@@ -192,7 +204,7 @@ func (r *Receiver) Close() error {
 	if already {
 		return nil
 	}
-	r.x.stopWait() // wakes a Blocking loop parked in waitEvent
+	r.x.wake() // wakes a Blocking loop parked in waitEvent
 	<-r.done
 	r.ring.Close()
 	r.x.close()
@@ -238,6 +250,12 @@ func (r *Receiver) run(started chan<- error) {
 	full := false
 	idle := ud.Spinner{Polls: busyYieldPolls, Yield: true} // BusyPoll
 	for !r.closed.Load() {
+		if _, ok := r.sup.pending(); ok {
+			if !r.rebuild(tail) {
+				return
+			}
+			continue
+		}
 		if ring.Free() == 0 {
 			// Every slot is lent out: the receive queue is empty and the
 			// device drops what arrives until the consumer releases.
@@ -277,8 +295,13 @@ func (r *Receiver) run(started chan<- error) {
 			if busy {
 				idle.Empty()
 			} else if err := x.waitEvent(); err != nil {
-				// Close closed the poller's fd; any other error
-				// stops the loop.
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					// wake: Close, or an event that asks
+					// for a rebuild.
+					x.rearm()
+					continue
+				}
+				// Any other error stops the loop.
 				if !r.closed.Load() {
 					r.fail(err)
 				}
@@ -290,14 +313,12 @@ func (r *Receiver) run(started chan<- error) {
 		r.polls.Add(1)
 		good, nbytes, err := r.fill(n, tail)
 		r.publish(good, nbytes)
+		tail += uint64(good)
 		if err != nil {
 			// A failed receive completion: the QP is in the error
-			// state (flushed) and does not recover.
+			// state (flushed) and does not recover. Rebuild it.
 			r.sup.event(EventCompletionError, err.Error())
-			r.fail(err)
-			return
 		}
-		tail += uint64(good)
 	}
 }
 
@@ -336,4 +357,78 @@ func (r *Receiver) publish(n int, nbytes uint64) {
 	r.datagrams.Add(uint64(n))
 	r.bytes.Add(nbytes)
 	r.ring.Publish(n)
+}
+
+// rebuild tears the endpoint down after the event that asked for it, waits
+// until the port behind the interface is ACTIVE again, and opens the
+// endpoint anew on the same slot memory: the slots lent to the consumer stay
+// valid, and the new queue pair gets the free slots, from tail (slots
+// published so far) on, in ring order. What arrived meanwhile is lost: the
+// consumer sees a gap. It returns false when the receiver was closed first.
+func (r *Receiver) rebuild(tail uint64) bool {
+	cause, _ := r.sup.pending()
+	since := time.Unix(0, r.sup.since.Load())
+	r.postMu.Lock()
+	r.down = true
+	removed := cause == EventDeviceRemoval || cause == EventDeviceFatal
+	r.x.tearDown(!removed)
+	r.postMu.Unlock()
+	r.sup.h.down.Store(true)
+	defer r.sup.h.down.Store(false)
+	if removed {
+		syncDevices()
+	}
+	log := r.sup.log.With("role", "receiver", "group", r.cfg.Group.String(), "iface", r.cfg.Interface.String())
+	log.Warn("rdma endpoint torn down, waiting for the port", "cause", cause.String())
+	size := uint64(r.ring.Cap())
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 && !r.sleep(r.cfg.RebuildPoll) {
+			return false
+		}
+		if r.closed.Load() {
+			return false
+		}
+		// A new event from here on asks for another rebuild.
+		r.sup.cause.Store(0)
+		if d, err := LookupDevice(r.cfg.Interface); err != nil || !d.Active {
+			continue
+		}
+		r.postMu.Lock()
+		rel := r.released.Load()
+		err := r.x.open(&r.cfg, false, tail, int(rel+size-tail))
+		if err == nil {
+			r.reposted.Store(rel)
+			r.down = false
+		}
+		r.postMu.Unlock()
+		if err != nil {
+			r.sup.h.rebuildFailed()
+			log.Warn("rdma endpoint rebuild failed", "err", err)
+			if errors.Is(err, ErrNoDevice) || errors.Is(err, ErrPortNotActive) {
+				syncDevices()
+			}
+			continue
+		}
+		break
+	}
+	r.repost() // what the consumer released while the lock was not held
+	outage := time.Since(since)
+	r.sup.h.rebuilt(outage)
+	log.Info("rdma endpoint rebuilt", "cause", cause.String(), "outage", outage.String(),
+		"device", r.x.dev.Name, "port", r.x.dev.Port)
+	return true
+}
+
+// sleep waits for d or until Close, and reports whether the receiver is
+// still open.
+func (r *Receiver) sleep(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !r.closed.Load() {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return true
+		}
+		time.Sleep(min(left, 20*time.Millisecond))
+	}
+	return false
 }

@@ -5,6 +5,7 @@
 package rdma
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -24,15 +25,20 @@ type Sender struct {
 	cfg Config
 	x   *endpoint
 
-	// mu serializes Send (which owns the send slots and seq) with Close.
-	mu     sync.Mutex
-	seq    uint64 // datagrams posted
-	done   uint64 // datagrams whose send completed
-	closed atomic.Bool
+	// mu serializes Send (which owns the send slots and seq) with Close
+	// and with tearing the endpoint down.
+	mu        sync.Mutex
+	seq       uint64 // datagrams posted
+	done      uint64 // datagrams whose send completed
+	closed    atomic.Bool
+	down      bool      // the endpoint is torn down, waiting for the port
+	downCause Event     // what tore it down
+	downSince time.Time // when that happened
+	nextTry   time.Time // when a down sender next checks the port
+
+	sup *supervisor // events and rebuilds
 
 	datagrams, bytes, posts, errors, retries atomic.Uint64
-
-	sup *supervisor // events observed
 }
 
 var _ ud.Sender = (*Sender)(nil)
@@ -46,13 +52,16 @@ func NewSender(cfg Config) (*Sender, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	sup := &supervisor{role: "sender", cfg: &c, log: c.logger()}
+	sup := newSupervisor("sender", &c)
 	x, err := openEndpoint(&c, true, sup)
 	if err != nil {
 		return nil, err
 	}
 	s := &Sender{cfg: c, x: x, sup: sup}
 	sup.cfg = &s.cfg
+	// An event that breaks the endpoint tears it down at once, not at
+	// the next Send: a removed device waits for its objects to go.
+	sup.wake = func() { go s.tearDownPending() }
 	return s, nil
 }
 
@@ -87,6 +96,11 @@ func (s *Sender) Send(datagrams [][]byte) error {
 	if s.closed.Load() {
 		return ud.ErrClosed
 	}
+	if _, ok := s.sup.pending(); ok || s.down {
+		if err := s.recover(); err != nil {
+			return err
+		}
+	}
 	x, batch, nsend := s.x, s.cfg.Batch, uint64(s.cfg.SendSlots)
 	for len(datagrams) > 0 {
 		limit := min(batch, len(datagrams))
@@ -110,6 +124,7 @@ func (s *Sender) Send(datagrams [][]byte) error {
 		if n > 0 {
 			if err := x.postSend(s.seq, n); err != nil {
 				s.errors.Add(1)
+				s.sup.event(EventCompletionError, "ibv_post_send: "+err.Error())
 				return s.opError("ibv_post_send", err)
 			}
 			s.seq += uint64(n)
@@ -161,9 +176,6 @@ func (s *Sender) opError(op string, err error) error {
 	return &OpError{Op: op, Group: s.cfg.Group, Interface: s.cfg.Interface, Err: err}
 }
 
-// Health returns the device and rdma_cm events the sender observed.
-func (s *Sender) Health() Health { return s.sup.h.snapshot() }
-
 // Stats returns cumulative counters; Syscalls counts post lists.
 func (s *Sender) Stats() ud.SendStats {
 	return ud.SendStats{
@@ -183,8 +195,82 @@ func (s *Sender) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	err := s.reclaim(0)
+	var err error
+	if !s.down {
+		err = s.reclaim(0)
+	}
 	s.x.close()
 	s.x.freeMem()
 	return err
+}
+
+// Health returns the events the sender observed and the rebuilds of its
+// endpoint.
+func (s *Sender) Health() Health { return s.sup.h.snapshot() }
+
+// tearDownPending tears the endpoint down if an event asked for it and
+// Send has not done so yet.
+func (s *Sender) tearDownPending() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.sup.pending(); ok && !s.down && !s.closed.Load() {
+		s.tearDown()
+	}
+}
+
+// tearDown destroys the endpoint's verbs objects and takes over the
+// pending event as the cause of the outage (s.mu held).
+func (s *Sender) tearDown() {
+	cause, _ := s.sup.pending()
+	s.downCause, s.downSince = cause, time.Unix(0, s.sup.since.Load())
+	s.sup.cause.Store(0)
+	removed := cause == EventDeviceRemoval || cause == EventDeviceFatal
+	s.x.tearDown(!removed)
+	s.down = true
+	s.sup.h.down.Store(true)
+	if removed {
+		syncDevices()
+	}
+	s.sup.log.Warn("rdma endpoint torn down, waiting for the port", "cause", cause.String(), "role", "sender",
+		"group", s.cfg.Group.String(), "iface", s.cfg.Interface.String())
+}
+
+// recover tears the endpoint down if an event asked for it, and opens it
+// again when the port is ACTIVE, checking at most every
+// Config.RebuildPoll. While the port is not back, Send fails with an error
+// wrapping ErrPortNotActive and sends nothing: the datagrams are lost, and
+// subscribers see a gap (s.mu held).
+func (s *Sender) recover() error {
+	if !s.down {
+		s.tearDown()
+	} else {
+		// Events while down (the port coming back, more errors) need
+		// no rebuild of their own: the next one opens afresh.
+		s.sup.cause.Store(0)
+	}
+	waiting := func() error {
+		return s.opError("send", fmt.Errorf("%w: endpoint torn down after %s, waiting for the port", ErrPortNotActive, s.downCause))
+	}
+	now := time.Now()
+	if now.Before(s.nextTry) {
+		return waiting()
+	}
+	s.nextTry = now.Add(s.cfg.RebuildPoll)
+	if d, err := LookupDevice(s.cfg.Interface); err != nil || !d.Active {
+		if errors.Is(err, ErrNoDevice) {
+			syncDevices()
+		}
+		return waiting()
+	}
+	if err := s.x.open(&s.cfg, true, 0, -1); err != nil {
+		s.sup.h.rebuildFailed()
+		return err
+	}
+	s.seq, s.done, s.down = 0, 0, false
+	s.sup.h.down.Store(false)
+	outage := time.Since(s.downSince)
+	s.sup.h.rebuilt(outage)
+	s.sup.log.Info("rdma endpoint rebuilt", "cause", s.downCause.String(), "outage", outage.String(), "role", "sender",
+		"group", s.cfg.Group.String(), "iface", s.cfg.Interface.String(), "device", s.x.dev.Name, "port", s.x.dev.Port)
+	return nil
 }

@@ -273,13 +273,25 @@ struct tc_ep *tc_open(const struct tc_params *p, struct tc_err *e)
 	}
 
 	// One buffer and one memory region for every slot, registered here and
-	// never again.
+	// never on the hot path. A rebuilt endpoint registers the buffer of
+	// the one it replaces: its slots may still be lent to the consumer.
 	ep->buflen = round_up((size_t)ep->nrecv * ep->rstride + (size_t)ep->nsend * ep->sstride, 4096);
-	if (posix_memalign((void **)&ep->buf, 4096, ep->buflen)) {
-		sys(e, "posix_memalign");
-		goto fail;
+	if (p->buf) {
+		if (p->buflen != ep->buflen) {
+			seterr(e, TC_ERR_SYS, EINVAL, "rebuild",
+			       "%s port %d now needs %zu bytes of slots, the endpoint had %zu (active MTU changed?)",
+			       ep->dev.name, ep->dev.port, ep->buflen, p->buflen);
+			goto fail;
+		}
+		ep->buf = p->buf;
+	} else {
+		if (posix_memalign((void **)&ep->buf, 4096, ep->buflen)) {
+			sys(e, "posix_memalign");
+			goto fail;
+		}
+		ep->own_buf = 1;
+		memset(ep->buf, 0, ep->buflen);
 	}
-	memset(ep->buf, 0, ep->buflen);
 	ep->sbuf = ep->buf + (size_t)ep->nrecv * ep->rstride;
 
 	ep->pd = ibv_alloc_pd(ep->id->verbs);
@@ -340,7 +352,8 @@ struct tc_ep *tc_open(const struct tc_params *p, struct tc_err *e)
 	}
 	// Receives are posted before the join, so that nothing sent after the
 	// join completes finds the receive queue empty.
-	if (ep->nrecv && tc_post_recv(ep, 0, ep->nrecv)) {
+	if (ep->nrecv && tc_post_recv(ep, p->post_n < 0 ? 0 : p->post_start,
+				       p->post_n < 0 ? ep->nrecv : (uint32_t)p->post_n)) {
 		sys(e, "ibv_post_recv");
 		goto fail;
 	}
@@ -355,7 +368,7 @@ struct tc_ep *tc_open(const struct tc_params *p, struct tc_err *e)
 	}
 	return ep;
 fail:
-	if (ep->buf) {
+	if (ep->buf && ep->own_buf) {
 		if (ep->mr)
 			ibv_dereg_mr(ep->mr);
 		ep->mr = NULL;
@@ -552,6 +565,13 @@ int tc_get_async_event(struct ibv_context *ctx, struct tc_async *out)
 	// acknowledgement of its events.
 	ibv_ack_async_event(&ev);
 	return 1;
+}
+
+void tc_sync_devices(void)
+{
+	struct ibv_context **l = rdma_get_devices(NULL);
+	if (l)
+		rdma_free_devices(l);
 }
 
 int tc_qp_error(struct tc_ep *ep)

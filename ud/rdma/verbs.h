@@ -46,6 +46,24 @@ struct tc_params {
 	int blocking;    // receive completions through a completion channel
 	int timeout_ms;  // join timeout
 	int max_dgram;   // 0, or a cap below the active MTU
+	// buf, when set, is the slot memory of an endpoint being rebuilt: it
+	// is registered again instead of a new buffer being allocated, so
+	// that slots lent to the consumer stay valid. buflen must match.
+	uint8_t *buf;
+	size_t buflen;
+	// Receivers: the receive slots posted before the join, post_n of them
+	// from slot post_start (wrapping); post_n -1 posts every slot.
+	uint32_t post_start;
+	int post_n;
+};
+
+// One device async event, copied out of struct ibv_async_event before it is
+// acknowledged.
+struct tc_async {
+	int type;        // enum ibv_event_type
+	int port;        // port events
+	uint32_t qpn;    // QP events: the QP's number
+	uintptr_t cq;    // CQ events: the CQ
 };
 
 struct tc_ep {
@@ -87,6 +105,7 @@ struct tc_ep {
 	uint32_t *s_len;
 	uint64_t completed;            // datagrams whose send has completed
 	int last_status;               // status of the last failed send completion
+	int own_buf;                   // buf was allocated by tc_open (freed if it fails)
 };
 
 int tc_lookup(uint32_t ifaddr, struct tc_dev *dev, struct tc_err *err);
@@ -109,15 +128,6 @@ int tc_get_cq_event(struct tc_ep *ep);
 int tc_post_send(struct tc_ep *ep, uint64_t seq, int n);
 int tc_poll_send(struct tc_ep *ep);
 
-// One device async event, copied out of struct ibv_async_event before it is
-// acknowledged.
-struct tc_async {
-	int type;        // enum ibv_event_type
-	int port;        // port events
-	uint32_t qpn;    // QP events: the QP's number
-	uintptr_t cq;    // CQ events: the CQ
-};
-
 // tc_get_cm_event takes one event from the endpoint's rdma_cm event channel
 // (non-blocking after the join) and acknowledges it: 1 with *type and
 // *status set, 0 when none is pending, -1 with errno set on error.
@@ -128,6 +138,10 @@ int tc_async_nonblock(struct ibv_context *ctx);
 // acknowledges it: 1 with *ev filled, 0 when none is pending, -1 with errno
 // set on error.
 int tc_get_async_event(struct ibv_context *ctx, struct tc_async *ev);
+// tc_sync_devices makes librdmacm compare its device list with the kernel's:
+// a device being removed whose contexts nothing uses any more is closed,
+// which lets the removal finish; a device added since is picked up.
+void tc_sync_devices(void);
 // tc_qp_error moves the endpoint's QP to the error state (a test hook).
 int tc_qp_error(struct tc_ep *ep);
 

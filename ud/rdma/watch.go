@@ -20,31 +20,56 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // supervisor is what a Sender or Receiver shares with its endpoint's
-// watchers: the event counters and the logger.
+// watchers: the event counters, the logger, and the first event that asks
+// for a rebuild and has not been handled yet.
 type supervisor struct {
-	role string // "sender" or "receiver"
-	cfg  *Config
-	log  *slog.Logger
-	h    health
+	role  string // "sender" or "receiver"
+	cfg   *Config
+	log   *slog.Logger
+	h     health
+	cause atomic.Int32 // Event+1 of the pending rebuild, 0 for none
+	since atomic.Int64 // unix ns of that event
+	wake  func()       // tells the owner a rebuild is pending; must not block
 }
 
-// event counts and logs e.
+func newSupervisor(role string, c *Config) *supervisor {
+	return &supervisor{role: role, cfg: c, log: c.logger()}
+}
+
+// event counts and logs e, and when e breaks the endpoint, records the
+// rebuild as pending and wakes the owner.
 func (s *supervisor) event(e Event, detail string) {
-	s.h.events[e].Add(1)
-	totals.events[e].Add(1)
+	s.h.count(e)
 	lvl := slog.LevelWarn
 	if e == EventPortActive {
 		lvl = slog.LevelInfo
 	}
 	s.log.Log(context.Background(), lvl, "rdma event", "event", e.String(), "detail", detail, "role", s.role,
-		"group", s.cfg.Group.String(), "iface", s.cfg.Interface.String())
+		"group", s.cfg.Group.String(), "iface", s.cfg.Interface.String(), "rebuild", e.rebuilds())
+	if !e.rebuilds() {
+		return
+	}
+	if s.cause.CompareAndSwap(0, int32(e)+1) {
+		s.since.Store(time.Now().UnixNano())
+	}
+	if s.wake != nil {
+		s.wake()
+	}
+}
+
+// pending returns the event that asks for a rebuild, if any.
+func (s *supervisor) pending() (Event, bool) {
+	c := s.cause.Load()
+	return Event(c - 1), c != 0
 }
 
 // ---- rdma_cm event channel, one per endpoint
@@ -97,6 +122,10 @@ func (x *endpoint) watch() error {
 		}
 	}()
 	x.cm = w
+	if x.async != nil {
+		// Parked there across a rebuild (tearDown), still registered.
+		return nil
+	}
 	m, err := monitorFor(x.ep.id.verbs)
 	if err != nil {
 		return err
@@ -106,13 +135,18 @@ func (x *endpoint) watch() error {
 	return nil
 }
 
-// unwatch stops both watches. ep stays valid until they have stopped.
-func (x *endpoint) unwatch() {
+// unwatchCM stops reading the rdma_cm channel. ep stays valid until it has
+// stopped.
+func (x *endpoint) unwatchCM() {
 	if x.cm != nil {
 		x.cm.f.Close()
 		<-x.cm.done
 		x.cm = nil
 	}
+}
+
+// unwatchAsync takes the endpoint off its async event monitor.
+func (x *endpoint) unwatchAsync() {
 	if x.async != nil {
 		x.async.remove(x)
 		x.async = nil
@@ -189,6 +223,18 @@ func (m *asyncMonitor) add(x *endpoint) {
 	m.mu.Lock()
 	m.eps = append(m.eps, x)
 	m.mu.Unlock()
+}
+
+// park keeps x registered with its endpoint torn down: it returns x.ep
+// and sets it to nil under the monitor's lock, so that dispatch never reads
+// an endpoint being destroyed. A parked endpoint gets port and device
+// events only.
+func (m *asyncMonitor) park(x *endpoint) *C.struct_tc_ep {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ep := x.ep
+	x.ep = nil
+	return ep
 }
 
 // remove takes x off the monitor; the last endpoint to go stops it.
@@ -271,8 +317,8 @@ func (m *asyncMonitor) dispatch(ev *C.struct_tc_async) {
 	}
 	for _, x := range m.eps {
 		ep := x.ep
-		if ep == nil {
-			continue
+		if ep == nil && (ev.qpn != 0 || ev.cq != 0) {
+			continue // parked (tearDown): no QP or CQ of its own
 		}
 		switch {
 		case ev.qpn != 0:
@@ -290,6 +336,35 @@ func (m *asyncMonitor) dispatch(ev *C.struct_tc_async) {
 		}
 		x.sup.event(kind, fmt.Sprintf("%s on %s port %d", name, x.dev.Name, x.dev.Port))
 	}
+}
+
+// rebuilds reports whether the event makes the endpoint tear down its
+// verbs objects and open them again once the port is ACTIVE.
+func (e Event) rebuilds() bool {
+	switch e {
+	case EventPortDown, EventQPFatal, EventCQError, EventDeviceFatal, EventMulticastError,
+		EventDeviceRemoval, EventAddrChange, EventCompletionError:
+		return true
+	}
+	return false
+}
+
+// count records event e for h and the process totals.
+func (h *health) count(e Event) {
+	h.events[e].Add(1)
+	totals.events[e].Add(1)
+}
+
+func (h *health) rebuilt(outage time.Duration) {
+	h.rebuilds.Add(1)
+	totals.rebuilds.Add(1)
+	h.lastOutage.Store(int64(outage))
+	totals.lastOutage.Store(int64(outage))
+}
+
+func (h *health) rebuildFailed() {
+	h.rebuildFailures.Add(1)
+	totals.rebuildFailures.Add(1)
 }
 
 // logger returns c.Logger, or slog.Default() when it is nil.

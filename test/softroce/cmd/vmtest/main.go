@@ -58,6 +58,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -79,6 +80,7 @@ func main() {
 		delay   = flag.Duration("e2e-max-delay", defaultE2EMaxDelay, "end to end: the feed handler's --max-delay (under TCG its default fills packets with one message)")
 		probe   = flag.Int("probe", 0, "diagnostics: before the end-to-end run, run the feed handler alone for this many seconds in several configurations (unpaced, paced, spin-paced, without live NATS, with one subscriber) and print its rate and CPU use (0: none)")
 		loss    = flag.Float64("e2e-loss", defaultE2ELoss, "end to end: the second subscriber's --inject-loss, which recovery must fill (0: none)")
+		run     = flag.String("run", "", "run only the tests whose names match this regular expression, as go test -run (for development; the check then expects only those, and CI runs them all)")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: vmtest [flags] [package ...]\n")
@@ -103,7 +105,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "vmtest: -e2e-loss %v: want 0 <= loss < 1\n", *loss)
 		os.Exit(2)
 	}
-	r := &runner{work: *work, timeout: *timeout, verbose: *verbose, mem: *mem, e2e: *e2e, probe: *probe,
+	var runRE *regexp.Regexp
+	if *run != "" {
+		re, err := regexp.Compile(*run)
+		if err != nil || strings.ContainsAny(*run, " \t") {
+			fmt.Fprintf(os.Stderr, "vmtest: -run %q: want a regular expression without spaces (%v)\n", *run, err)
+			os.Exit(2)
+		}
+		runRE = re
+	}
+	r := &runner{work: *work, timeout: *timeout, verbose: *verbose, mem: *mem, e2e: *e2e, probe: *probe, only: runRE,
 		e2eCount: *count, e2eDuration: *dur, e2eRate: *rate, e2eMaxDelay: *delay, e2eLoss: *loss}
 	if *extra != "" {
 		r.extra = strings.Split(*extra, ",")
@@ -147,10 +158,11 @@ type runner struct {
 	mem         int
 	extra       []string
 	e2e         bool
-	probe       int           // seconds per probe run (-probe); 0: none
-	e2eCount    uint64        // 0: sized by e2eDuration
-	e2eDuration time.Duration // publishing time when e2eCount is 0
-	vmRan       time.Duration // how long the VM ran
+	probe       int            // seconds per probe run (-probe); 0: none
+	only        *regexp.Regexp // -run: only these tests; nil: all
+	e2eCount    uint64         // 0: sized by e2eDuration
+	e2eDuration time.Duration  // publishing time when e2eCount is 0
+	vmRan       time.Duration  // how long the VM ran
 	e2eRate     float64
 	e2eMaxDelay time.Duration
 	e2eLoss     float64
@@ -262,12 +274,13 @@ func (r *runner) buildSuite(pkg, bindir string) (*suite, error) {
 	for _, l := range strings.Split(string(out), "\n") {
 		// Benchmarks do not run; tests, examples with output and fuzz
 		// targets' seed corpora do.
-		if strings.HasPrefix(l, "Test") || strings.HasPrefix(l, "Example") || strings.HasPrefix(l, "Fuzz") {
+		if (strings.HasPrefix(l, "Test") || strings.HasPrefix(l, "Example") || strings.HasPrefix(l, "Fuzz")) &&
+			(r.only == nil || r.only.MatchString(l)) {
 			s.expected = append(s.expected, l)
 		}
 	}
 	if len(s.expected) == 0 {
-		return nil, fmt.Errorf("%s: go test -tags rdma -list found no tests", pkg)
+		return nil, fmt.Errorf("%s: go test -tags rdma -list found no tests (-run %v)", pkg, r.only)
 	}
 	s.bin = filepath.Join(bindir, s.name+".test")
 	if err := r.goCmd("test", "-c", "-tags", "rdma", "-o", s.bin, pkg); err != nil {
@@ -344,6 +357,9 @@ func (r *runner) cmdline(guestTimeout time.Duration) string {
 	// the emulated HPET, and every clock read becomes a system call that
 	// traps into qemu's device model.
 	c := "console=ttyS0 quiet loglevel=3 panic=-1 clocksource=tsc tsc=reliable tctimeout=" + strconv.Itoa(int(guestTimeout.Seconds())) + "s"
+	if r.only != nil {
+		c += " tcrun=" + r.only.String()
+	}
 	if r.probe > 0 {
 		c += " tcprobe=" + strconv.Itoa(r.probe)
 	}
