@@ -95,7 +95,7 @@
 // before the completion queue is destroyed. Close closes the dup, which
 // wakes the loop.
 //
-// # Events
+// # Events and rebuilds
 //
 // Every Sender and Receiver watches two event sources, both through
 // non-blocking fds in the Go runtime's poller (no thread waits in C): its own
@@ -113,13 +113,47 @@
 // tickcast_rdma_events_total. A work completion with an error status counts
 // as EventCompletionError.
 //
-// Events are observed, not yet acted on: a failed receive completion still
-// stops the Receiver (Err), and a port that goes down and up leaves the
-// queue pairs as they are (on Soft-RoCE they survive a flap). On device
-// removal rdma_cm reports RDMA_CM_EVENT_DEVICE_REMOVAL promptly, but the
-// removal cannot complete while the process lives: librdmacm keeps its own
-// context of the device open (it drops a removed device's context only when
-// it can list another device).
+// Every event but PORT_ACTIVE and EventOther breaks the endpoint: a queue
+// pair in the error state does not come back, and one that survived a port
+// error cannot be trusted to. The endpoint is torn down (queue pair,
+// completion queues, completion channel, memory registration, multicast
+// membership, rdma_cm id) and opened again once LookupDevice says the port
+// behind Config.Interface is ACTIVE, checked every Config.RebuildPoll. A
+// failed completion often comes first (a flush error when the queue pair
+// went to the error state): it is enough, no async event is awaited.
+//
+//   - A Receiver rebuilds in its receive loop. The new endpoint registers
+//     the same slot memory, so slots lent to the consumer stay valid, and
+//     posts the free slots in ring order from where the ring stands. What
+//     arrived meanwhile is lost and reaches the consumer as a sequence gap,
+//     recovered or reported lost like any other. Err stays nil: it reports
+//     only what stops the loop for good.
+//   - A Sender rebuilds in Send. While its port is not back, Send sends
+//     nothing and returns an error wrapping ErrPortNotActive (the publisher
+//     counts it and goes on; subscribers recover the packets from the
+//     retransmission store).
+//   - While torn down after a port or queue pair error, an endpoint stays
+//     registered with its context's monitor, so it still counts the port
+//     coming back (PORT_ACTIVE). A removed or fatally failed device is
+//     released entirely, monitor included.
+//
+// Health.Rebuilds, RebuildFailures, Down and LastOutage (from the event to
+// the endpoint joined again) say what happened; tickprom exports the
+// process totals as tickcast_rdma_rebuilds_total,
+// tickcast_rdma_rebuild_failures_total and
+// tickcast_rdma_last_rebuild_outage_seconds, and every rebuild is logged
+// ("rdma endpoint torn down", "rdma endpoint rebuilt" with the outage).
+// Measured in the Soft-RoCE VM (software emulation, so only the order of
+// magnitude carries over): a forced queue pair error is rebuilt in 8 to 42
+// ms; after a link flap both ends are back about 0.1 s after the link is.
+//
+// On device removal rdma_cm reports RDMA_CM_EVENT_DEVICE_REMOVAL within
+// about 0.1 s and both ends release every object at once. The removal
+// (rdma link delete) completes when librdmacm closes its own context of the
+// device, which it does only when it can still list another RDMA device: in
+// the VM, with a second device present, removal took 0.1 s and the stream
+// resumed 32 ms after rdma link add; with the removed device the host's
+// only one, the removal waits until the process exits.
 //
 // # Sending
 //
