@@ -210,6 +210,77 @@ if [ -x /tests/ud_rdma.test ]; then
 	i=0
 	until grep -q ACTIVE $PORT/state 2>/dev/null || [ $i -gt 100 ]; do i=$((i + 1)); sleep 0.1; done
 fi
+# ---- faults end to end (vmtest -faults): the feed handler and one verifying
+# subscriber over rxe0, recovery over the feed handler's embedded NATS
+# server on lo, while the link under rxe0 flaps (ip link set veth0 down,
+# 1 s, up) and then rxe0 is removed and added back (rdma link delete; 1 s;
+# rdma link add). rxe1 on veth1 exists meanwhile, so that librdmacm can let
+# the removed device go (see the removal reproducer above). The host asks
+# for it on the kernel command line:
+#
+#   tcfaults=COUNT,RATE           COUNT messages at RATE per second
+#
+#   @fstep STEP UPTIME [RC]       a fault step, when it was done (guest
+#                                 uptime, s) and its exit status
+#   @frc NAME RC                  NAME (fsub, ffh) exited RC
+#   @fsummary NAME JSON           NAME's summary line
+#   @flog NAME LINE               NAME's log lines about RDMA events and
+#                                 rebuilds
+#   @ftail NAME LINE              NAME's last 40 log lines, if it failed
+FAULTS=$(sed -n 's/.*tcfaults=\([^ ]*\).*/\1/p' /proc/cmdline)
+if [ -n "$FAULTS" ]; then
+	oldifs=$IFS
+	IFS=,
+	set -- $FAULTS
+	IFS=$oldifs
+	FCOUNT=$1 FRATE=$2
+	now() { cut -d' ' -f1 /proc/uptime; }
+	waitport() {
+		i=0
+		until grep -q ACTIVE $PORT/state 2>/dev/null || [ $i -gt 150 ]; do i=$((i + 1)); sleep 0.1; done
+	}
+	echo "guest: faults end to end, $FCOUNT messages at $FRATE/s, at $(now)s"
+	rdma link add rxe1 type rxe netdev veth1 || say "@error faults: rdma link add rxe1 type rxe netdev veth1 failed"
+	timeout -s TERM -k 10 120 /tests/subscriber --transport rdma --iface $ADDR --verify --expect "$FCOUNT" \
+		--idle-timeout 30s --log-format json --metrics-addr "" > /tmp/fsub.out 2> /tmp/fsub.log &
+	pid_fsub=$!
+	i=0
+	until grep -q '"message":"subscribed"' /tmp/fsub.log || [ $i -gt 600 ]; do i=$((i + 1)); sleep 0.1; done
+	timeout -s TERM -k 10 120 /tests/feedhandler --transport rdma --iface $ADDR --count "$FCOUNT" --rate "$FRATE" \
+		--max-delay 1ms --log-format json --metrics-addr "" --linger 5s > /tmp/ffh.out 2> /tmp/ffh.log &
+	pid_ffh=$!
+	sleep 4
+	say "@fstep link-down $(now)"
+	$IP link set veth0 down
+	sleep 1
+	$IP link set veth0 up
+	say "@fstep link-up $(now) $?"
+	waitport
+	say "@fstep port-active $(now)"
+	sleep 4
+	say "@fstep delete $(now)"
+	timeout -s KILL 20 rdma link delete rxe0
+	say "@fstep deleted $(now) $?"
+	sleep 1
+	rdma link add rxe0 type rxe netdev veth0
+	say "@fstep added $(now) $?"
+	waitport
+	say "@fstep port-active $(now)"
+	wait $pid_ffh
+	rc_ffh=$?
+	wait $pid_fsub
+	rc_fsub=$?
+	for n in fsub ffh; do
+		eval "rc=\$rc_$n"
+		say "@frc $n $rc"
+		while read -r l; do say "@fsummary $n $l"; done < /tmp/$n.out
+		grep -E '"message":"rdma (event|endpoint)' /tmp/$n.log | while read -r l; do say "@flog $n $l"; done
+		if [ "$rc" != 0 ]; then
+			tail -n 40 /tmp/$n.log | while read -r l; do say "@ftail $n $l"; done
+		fi
+	done
+	rdma link delete rxe1 || say "@error faults: rdma link delete rxe1 failed"
+fi
 # ---- probes (vmtest -probe), after the end-to-end run: where the guest's
 # time goes. Each probe runs
 # the feed handler for PROBE seconds in one configuration and reports its

@@ -374,7 +374,6 @@ func (r *Receiver) rebuild(tail uint64) bool {
 	r.x.tearDown(!removed)
 	r.postMu.Unlock()
 	r.sup.h.down.Store(true)
-	defer r.sup.h.down.Store(false)
 	if removed {
 		syncDevices()
 	}
@@ -413,6 +412,7 @@ func (r *Receiver) rebuild(tail uint64) bool {
 	}
 	r.repost() // what the consumer released while the lock was not held
 	outage := time.Since(since)
+	r.sup.h.down.Store(false) // before the count: Health never shows a rebuild still down
 	r.sup.h.rebuilt(outage)
 	log.Info("rdma endpoint rebuilt", "cause", cause.String(), "outage", outage.String(),
 		"device", r.x.dev.Name, "port", r.x.dev.Port)

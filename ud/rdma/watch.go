@@ -180,8 +180,9 @@ type asyncMonitor struct {
 	// come and go: the last one to go closes f, so that the monitor
 	// never reads from a context librdmacm has closed, and so that the
 	// dup does not keep a removed device's context open.
-	mu  sync.Mutex
-	eps []*endpoint
+	mu      sync.Mutex
+	eps     []*endpoint
+	closing bool // the last endpoint left: the monitor stops
 }
 
 var monitors struct {
@@ -249,6 +250,7 @@ func (m *asyncMonitor) remove(x *endpoint) {
 	}
 	last := len(m.eps) == 0
 	if last {
+		m.closing = true
 		delete(monitors.m, uintptr(unsafe.Pointer(m.ctx)))
 		m.f.Close()
 	}
@@ -267,8 +269,10 @@ func (m *asyncMonitor) run(rc syscall.RawConn) {
 		err := rc.Read(func(uintptr) bool {
 			m.mu.Lock()
 			defer m.mu.Unlock()
-			if len(m.eps) == 0 {
-				return true // closing
+			// Not len(m.eps) == 0: the first endpoint registers
+			// after the monitor starts, and an event may come first.
+			if m.closing {
+				return true
 			}
 			for {
 				r, err := C.tc_get_async_event(m.ctx, &ev)
@@ -289,7 +293,7 @@ func (m *asyncMonitor) run(rc syscall.RawConn) {
 			return
 		}
 		m.mu.Lock()
-		closing := len(m.eps) == 0
+		closing := m.closing
 		m.mu.Unlock()
 		if closing {
 			return

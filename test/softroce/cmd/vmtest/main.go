@@ -80,6 +80,9 @@ func main() {
 		delay   = flag.Duration("e2e-max-delay", defaultE2EMaxDelay, "end to end: the feed handler's --max-delay (under TCG its default fills packets with one message)")
 		probe   = flag.Int("probe", 0, "diagnostics: before the end-to-end run, run the feed handler alone for this many seconds in several configurations (unpaced, paced, spin-paced, without live NATS, with one subscriber) and print its rate and CPU use (0: none)")
 		loss    = flag.Float64("e2e-loss", defaultE2ELoss, "end to end: the second subscriber's --inject-loss, which recovery must fill (0: none)")
+		faults  = flag.Bool("faults", true, "after the end-to-end run, run the feed handler and one verifying subscriber while the link flaps and rxe0 is removed and added back")
+		fcount  = flag.Uint64("faults-count", defaultFaultsCount, "faults run: messages the feed handler publishes")
+		frate   = flag.Int("faults-rate", defaultFaultsRate, "faults run: the feed handler's --rate")
 		run     = flag.String("run", "", "run only the tests whose names match this regular expression, as go test -run (for development; the check then expects only those, and CI runs them all)")
 	)
 	flag.Usage = func() {
@@ -101,6 +104,9 @@ func main() {
 	case *count == 0 && *dur <= 0:
 		fmt.Fprintf(os.Stderr, "vmtest: -e2e-duration %v: must be positive when -e2e-count is 0\n", *dur)
 		os.Exit(2)
+	case *fcount == 0 || *frate <= 0:
+		fmt.Fprintf(os.Stderr, "vmtest: -faults-count %d, -faults-rate %d: both must be positive\n", *fcount, *frate)
+		os.Exit(2)
 	case *loss < 0 || *loss >= 1:
 		fmt.Fprintf(os.Stderr, "vmtest: -e2e-loss %v: want 0 <= loss < 1\n", *loss)
 		os.Exit(2)
@@ -115,6 +121,7 @@ func main() {
 		runRE = re
 	}
 	r := &runner{work: *work, timeout: *timeout, verbose: *verbose, mem: *mem, e2e: *e2e, probe: *probe, only: runRE,
+		faults: *faults, faultsCount: *fcount, faultsRate: *frate,
 		e2eCount: *count, e2eDuration: *dur, e2eRate: *rate, e2eMaxDelay: *delay, e2eLoss: *loss}
 	if *extra != "" {
 		r.extra = strings.Split(*extra, ",")
@@ -160,9 +167,12 @@ type runner struct {
 	e2e         bool
 	probe       int            // seconds per probe run (-probe); 0: none
 	only        *regexp.Regexp // -run: only these tests; nil: all
-	e2eCount    uint64         // 0: sized by e2eDuration
-	e2eDuration time.Duration  // publishing time when e2eCount is 0
-	vmRan       time.Duration  // how long the VM ran
+	faults      bool
+	faultsCount uint64
+	faultsRate  int
+	e2eCount    uint64        // 0: sized by e2eDuration
+	e2eDuration time.Duration // publishing time when e2eCount is 0
+	vmRan       time.Duration // how long the VM ran
 	e2eRate     float64
 	e2eMaxDelay time.Duration
 	e2eLoss     float64
@@ -360,6 +370,9 @@ func (r *runner) cmdline(guestTimeout time.Duration) string {
 	if r.only != nil {
 		c += " tcrun=" + r.only.String()
 	}
+	if r.faults {
+		c += " tcfaults=" + strconv.FormatUint(r.faultsCount, 10) + "," + strconv.Itoa(r.faultsRate)
+	}
 	if r.probe > 0 {
 		c += " tcprobe=" + strconv.Itoa(r.probe)
 	}
@@ -425,6 +438,9 @@ func (r *runner) check(results string) error {
 		problems = append(problems, r.checkE2E(g.e2e, g.counters, sent)...)
 		problems = append(problems, g.list.checkLogs()...)
 	}
+	if r.faults {
+		problems = append(problems, r.checkFaults(g.faults)...)
+	}
 	if len(problems) > 0 {
 		sort.Strings(problems)
 		return fmt.Errorf("%d problem(s):\n  %s", len(problems), strings.Join(problems, "\n  "))
@@ -439,6 +455,7 @@ type guestReport struct {
 	cur      *suite // the suite whose go test -json lines follow, if any
 	counters map[string][2]int64
 	e2e      *e2eReport
+	faults   *faultsReport
 	list     *listDevices // the commands' --list-devices
 	problems []string     // the guest's own @error lines
 	done     bool         // the report ends with @done
@@ -454,7 +471,7 @@ func (r *runner) readReport(results string) (*guestReport, error) {
 		return nil, fmt.Errorf("no report from the guest: %v", err)
 	}
 	defer f.Close()
-	g := &guestReport{byName: map[string]*suite{}, counters: map[string][2]int64{}, e2e: newE2EReport(), list: newListDevices()}
+	g := &guestReport{byName: map[string]*suite{}, counters: map[string][2]int64{}, e2e: newE2EReport(), faults: newFaultsReport(), list: newListDevices()}
 	for _, s := range r.suites {
 		g.byName[s.name] = s
 	}
@@ -505,6 +522,8 @@ func (g *guestReport) directive(line string) {
 		g.cur = nil
 	case "@e2e", "@summary", "@log":
 		g.e2e.add(line)
+	case "@fstep", "@frc", "@fsummary", "@flog", "@ftail":
+		g.faults.add(line)
 	case "@listdevices", "@listout", "@rdmadev":
 		g.list.add(line)
 	case "@e2etime":
