@@ -211,8 +211,8 @@ func TestFaultQPError(t *testing.T) {
 			if st.firstAfter.IsZero() {
 				t.Fatalf("nothing received after the fault")
 			}
-			t.Logf("time to recovery: %v from ibv_modify_qp(IBV_QPS_ERR) to the first datagram after it; rebuild outage %v",
-				st.firstAfter.Sub(t0).Round(time.Millisecond), h.LastOutage.Round(time.Millisecond))
+			benchLine(t, "TestFaultQPError/%s: time to recovery %v from ibv_modify_qp(IBV_QPS_ERR) to the first datagram after it (rebuild outage %v); sent %d = received %d + lost %d",
+				mode, st.firstAfter.Sub(t0).Round(time.Millisecond), h.LastOutage.Round(time.Millisecond), st.next, st.received, st.lost)
 			t.Logf("health %+v", h)
 			if h.Rebuilds != 1 || h.Events[rdma.EventCompletionError] < 1 || h.Down {
 				t.Errorf("health %+v: want one rebuild after a completion error", h)
@@ -293,9 +293,10 @@ func TestFaultLinkFlap(t *testing.T) {
 	if st.firstAfter.IsZero() {
 		t.Fatalf("nothing received after the flap")
 	}
-	t.Logf("time to recovery: link down for %v; from ip link set up: both ends rebuilt after %v, first datagram after %v (receiver outage %v, sender outage %v)",
+	benchLine(t, "TestFaultLinkFlap: link down for %v; from ip link set up: both ends rebuilt after %v, first datagram after %v (receiver outage %v, sender outage %v); sent %d = received %d + lost %d (%d refused by the sender while down)",
 		tUp.Sub(tDown).Round(time.Millisecond), tRebuilt.Sub(tUp).Round(time.Millisecond),
-		st.firstAfter.Sub(tUp).Round(time.Millisecond), rh.LastOutage.Round(time.Millisecond), sh.LastOutage.Round(time.Millisecond))
+		st.firstAfter.Sub(tUp).Round(time.Millisecond), rh.LastOutage.Round(time.Millisecond), sh.LastOutage.Round(time.Millisecond),
+		st.next, st.received, st.lost, st.refused)
 	tot := rdma.Totals()
 	if tot.Events[rdma.EventPortDown] < 2 || tot.Rebuilds < 2 {
 		t.Errorf("process totals %+v: want at least the two ends' port-down events and rebuilds", tot)
