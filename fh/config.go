@@ -19,6 +19,7 @@ import (
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
+	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/rdma"
 )
 
@@ -172,6 +173,10 @@ type Config struct {
 	// Log receives the feed handler's log lines; the zero Logger logs
 	// nothing.
 	Log zerolog.Logger
+
+	// wrapSender, when set, wraps the transport's senders (tests: a
+	// sender that fails for a while, as an RDMA port that went down).
+	wrapSender func(ud.NewSenderFunc) ud.NewSenderFunc
 }
 
 // Defaults of Config's fields.

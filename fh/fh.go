@@ -181,6 +181,9 @@ func (h *FeedHandler) startRecovery() error {
 // with Config.NATSLive, to the live feed.
 func (h *FeedHandler) startPublisher() error {
 	newSender, maxDatagram := senders(&h.cfg)
+	if h.cfg.wrapSender != nil {
+		newSender = h.cfg.wrapSender(newSender)
+	}
 	groupA, groupB := h.cfg.GroupA, h.cfg.GroupB
 	switch h.cfg.Line {
 	case "a":

@@ -41,7 +41,9 @@ func newStream(t *testing.T, r *rdma.Receiver, s *rdma.Sender) *faultStream {
 	return &faultStream{t: t, r: r, s: s, last: -1, mark: -1}
 }
 
-const streamLen = 48
+// streamLen is above the senders' inline limit (DefaultMaxInline), so that
+// the datagrams go through the registered slot memory on both sides.
+const streamLen = 700
 
 // send sends n datagrams paced at 8 per millisecond. A Send the transport
 // refuses (its endpoint is being rebuilt) loses its datagrams: they count
@@ -222,6 +224,96 @@ func TestFaultQPError(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFaultSenderQPError forces the sender's queue pair into the error
+// state mid-stream while the receiver keeps its own: the sends complete
+// with a flush error, the sender tears its endpoint down and rebuilds it on
+// the same slot memory at the next Send, and the receiver gets every
+// datagram after that intact, in order, the interruption counted exactly.
+func TestFaultSenderQPError(t *testing.T) {
+	a, g := iface(t), group()
+	r := newReceiver(t, rdma.Config{Group: g, Interface: a, RingSlots: 256})
+	s := newSender(t, rdma.Config{Group: g, Interface: a})
+	st := newStream(t, r, s)
+	st.send(400)
+	st.waitLast(399, 10*time.Second)
+	st.mark = st.last
+	t0 := time.Now()
+	if err := rdma.ForceSenderQPError(s); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, "sender rebuilt", 15*time.Second, func() bool {
+		st.send(8)
+		return s.Health().Rebuilds >= 1 && !s.Health().Down
+	})
+	st.send(400)
+	st.waitLast(st.next-1, 15*time.Second)
+	st.check()
+	h := s.Health()
+	if st.firstAfter.IsZero() {
+		t.Fatalf("nothing received after the fault")
+	}
+	benchLine(t, "TestFaultSenderQPError: time to recovery %v from ibv_modify_qp(IBV_QPS_ERR) on the sender to the first datagram after it (rebuild outage %v); sent %d = received %d + lost %d (%d refused by the sender)",
+		st.firstAfter.Sub(t0).Round(time.Millisecond), h.LastOutage.Round(time.Millisecond), st.next, st.received, st.lost, st.refused)
+	if h.Rebuilds != 1 || h.Events[rdma.EventCompletionError] < 1 {
+		t.Errorf("sender health %+v: want one rebuild after a completion error", h)
+	}
+	if rh := r.Health(); rh.Rebuilds != 0 {
+		t.Errorf("receiver health %+v: it was not at fault, want no rebuild", rh)
+	}
+}
+
+// TestFaultFlapReceiverKeepsQP: across a link flap the receiver keeps its
+// queue pair (it counts the port error but does not rebuild: a test hook)
+// while the sender rebuilds. On Soft-RoCE such a queue pair survives; every
+// datagram after the flap must arrive intact and in order, the
+// interruption counted exactly.
+func TestFaultFlapReceiverKeepsQP(t *testing.T) {
+	a := iface(t)
+	_, link := netdevLink(t)
+	portActive := func() bool {
+		d, err := rdma.LookupDevice(a)
+		return err == nil && d.Active
+	}
+	t.Cleanup(func() {
+		if err := link("up"); err != nil {
+			t.Errorf("restoring the link: %v", err)
+		}
+		waitHealth(t, "port active again", 10*time.Second, portActive)
+	})
+	g := group()
+	r := newReceiver(t, rdma.Config{Group: g, Interface: a, RingSlots: 256})
+	rdma.KeepOnPortDown(r)
+	s := newSender(t, rdma.Config{Group: g, Interface: a})
+	st := newStream(t, r, s)
+	st.send(400)
+	st.waitLast(399, 10*time.Second)
+	if err := link("down"); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, "port down seen", 10*time.Second, func() bool {
+		st.send(8)
+		return r.Health().Events[rdma.EventPortDown] >= 1 && s.Health().Down
+	})
+	st.send(50)
+	if err := link("up"); err != nil {
+		t.Fatal(err)
+	}
+	st.mark = int64(st.next) - 1
+	waitHealth(t, "sender rebuilt", 20*time.Second, func() bool {
+		st.send(8)
+		return s.Health().Rebuilds >= 1 && !s.Health().Down
+	})
+	st.send(400)
+	st.waitLast(st.next-1, 15*time.Second)
+	st.check()
+	rh := r.Health()
+	if rh.Rebuilds != 0 {
+		t.Errorf("receiver health %+v: the hook kept its queue pair, want no rebuild", rh)
+	}
+	benchLine(t, "TestFaultFlapReceiverKeepsQP: sent %d = received %d + lost %d (%d refused by the sender while down), payloads intact on the kept queue pair",
+		st.next, st.received, st.lost, st.refused)
 }
 
 // TestFaultLinkFlap takes the netdev under rxe0 down and up mid-stream. The

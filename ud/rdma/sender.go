@@ -144,17 +144,24 @@ func (s *Sender) Send(datagrams [][]byte) error {
 
 // reclaim polls send completions until at most maxOutstanding datagrams are
 // posted and not yet complete, so that their slots can be reused.
+//
+// It polls once even when enough slots are free: a queue pair that went to
+// the error state shows as a flushed send completion at the next Send, not
+// only when the slots run out (at a low rate, seconds later).
 func (s *Sender) reclaim(maxOutstanding uint64) error {
+	if s.seq > s.done {
+		if err := s.pollOnce(); err != nil {
+			return err
+		}
+	}
 	var stalled time.Time
 	for spins := 0; s.seq-s.done > maxOutstanding; spins++ {
-		done, err := s.x.pollSend()
-		if err != nil {
-			s.errors.Add(1)
-			s.sup.event(EventCompletionError, "send completion: "+err.Error())
-			return s.opError("send completion", err)
+		before := s.done
+		if err := s.pollOnce(); err != nil {
+			return err
 		}
-		if done > s.done {
-			s.done, spins, stalled = done, 0, time.Time{}
+		if s.done > before {
+			spins, stalled = 0, time.Time{}
 			continue
 		}
 		s.retries.Add(1)
@@ -169,6 +176,19 @@ func (s *Sender) reclaim(maxOutstanding uint64) error {
 		}
 		runtime.Gosched()
 	}
+	return nil
+}
+
+// pollOnce takes the send completions there are; a failed one is an
+// EventCompletionError (the endpoint is rebuilt at the next Send).
+func (s *Sender) pollOnce() error {
+	done, err := s.x.pollSend()
+	if err != nil {
+		s.errors.Add(1)
+		s.sup.event(EventCompletionError, "send completion: "+err.Error())
+		return s.opError("send completion", err)
+	}
+	s.done = max(s.done, done)
 	return nil
 }
 

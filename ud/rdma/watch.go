@@ -39,6 +39,9 @@ type supervisor struct {
 	cause atomic.Int32 // Event+1 of the pending rebuild, 0 for none
 	since atomic.Int64 // unix ns of that event
 	wake  func()       // tells the owner a rebuild is pending; must not block
+	// keepOnPortDown: a port error is counted but does not tear the
+	// endpoint down (a test hook: export_test.go).
+	keepOnPortDown atomic.Bool
 }
 
 func newSupervisor(role string, c *Config) *supervisor {
@@ -55,7 +58,7 @@ func (s *supervisor) event(e Event, detail string) {
 	}
 	s.log.Log(context.Background(), lvl, "rdma event", "event", e.String(), "detail", detail, "role", s.role,
 		"group", s.cfg.Group.String(), "iface", s.cfg.Interface.String(), "rebuild", e.rebuilds())
-	if !e.rebuilds() {
+	if !e.rebuilds() || (e == EventPortDown && s.keepOnPortDown.Load()) {
 		return
 	}
 	if s.cause.CompareAndSwap(0, int32(e)+1) {
