@@ -234,7 +234,7 @@ if [ -n "$FAULTS" ]; then
 	set -- $FAULTS
 	IFS=$oldifs
 	FCOUNT=$1 FRATE=$2
-	now() { cut -d' ' -f1 /proc/uptime; }
+	now() { echo "$(cut -d' ' -f1 /proc/uptime) $(date -u +%H:%M:%S.%N)"; }
 	waitport() {
 		i=0
 		until grep -q ACTIVE $PORT/state 2>/dev/null || [ $i -gt 150 ]; do i=$((i + 1)); sleep 0.1; done
@@ -254,16 +254,19 @@ if [ -n "$FAULTS" ]; then
 	$IP link set veth0 down
 	sleep 1
 	$IP link set veth0 up
-	say "@fstep link-up $(now) $?"
+	rc=$?
+	say "@fstep link-up $(now) $rc"
 	waitport
 	say "@fstep port-active $(now)"
 	sleep 4
 	say "@fstep delete $(now)"
 	timeout -s KILL 20 rdma link delete rxe0
-	say "@fstep deleted $(now) $?"
+	rc=$?
+	say "@fstep deleted $(now) $rc"
 	sleep 1
 	rdma link add rxe0 type rxe netdev veth0
-	say "@fstep added $(now) $?"
+	rc=$?
+	say "@fstep added $(now) $rc"
 	waitport
 	say "@fstep port-active $(now)"
 	wait $pid_ffh
@@ -276,6 +279,7 @@ if [ -n "$FAULTS" ]; then
 		while read -r l; do say "@fsummary $n $l"; done < /tmp/$n.out
 		grep -E '"message":"rdma (event|endpoint)' /tmp/$n.log | while read -r l; do say "@flog $n $l"; done
 		if [ "$rc" != 0 ]; then
+			grep -m 3 -B 30 -A 5 '"verification failed"' /tmp/$n.log | while read -r l; do say "@ftail $n $l"; done
 			tail -n 40 /tmp/$n.log | while read -r l; do say "@ftail $n $l"; done
 		fi
 	done

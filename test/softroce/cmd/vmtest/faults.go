@@ -30,6 +30,7 @@ type faultsReport struct {
 type faultStep struct {
 	name   string
 	uptime float64
+	clock  string // the guest's wall clock, to match the programs' logs
 	rc     string // "" when the step has none
 }
 
@@ -50,7 +51,10 @@ func (f *faultsReport) add(line string) {
 			st.uptime, _ = strconv.ParseFloat(fs[0], 64)
 		}
 		if len(fs) > 1 {
-			st.rc = fs[1]
+			st.clock = fs[1]
+		}
+		if len(fs) > 2 {
+			st.rc = fs[2]
 		}
 		f.steps = append(f.steps, st)
 	case "@frc":
@@ -105,7 +109,7 @@ func (r *runner) checkFaults(f *faultsReport) []string {
 				add("step %s exited %s", st.name, st.rc)
 			}
 		}
-		fmt.Printf("  %+6.2fs %s%s\n", st.uptime-t0, st.name, rc)
+		fmt.Printf("  %+6.2fs %s %s%s\n", st.uptime-t0, st.clock, st.name, rc)
 	}
 	if d, ok := stepGap(f.steps, "delete", "deleted"); ok {
 		fmt.Printf("  rdma link delete rxe0 took %.2fs\n", d)
