@@ -252,14 +252,18 @@ func (b *builder) natsRow() {
 
 // rdmaRow adds the RDMA transport's panels (tickcast_rdma_*, exported with
 // --transport rdma only: empty otherwise): the port behind --iface, the
-// events the transport observed, and the device's drop counters.
+// events the transport observed, the rebuilds they caused, and the
+// device's drop counters.
 func (b *builder) rdmaRow() {
 	const rdma = "tickcast_rdma_"
 	b.row("RDMA (--transport rdma)")
 	b.graph(timeseries("RDMA port active", "1 while the RDMA port behind --iface is ACTIVE, 0 when it is not (the state label says what sysfs reports; unknown: the device is gone). See the runbook, \"RDMA port down or transport broken\".", "short",
 		q(sumBy("instance, device, port, state", rdma+"port_active"+byInstance), "{{instance}} {{device}}/{{port}} {{state}}")))
-	b.graph(timeseries("RDMA events", "Device and rdma_cm events the transport observed, per interval: port_down and port_active (a link flap), and completion_error, qp_fatal, cq_error, multicast_error, device_fatal, device_removal (the transport is broken; restart the process).", "short",
+	b.graph(timeseries("RDMA events", "Device and rdma_cm events the transport observed, per interval: port_down and port_active (a link flap), and completion_error, qp_fatal, cq_error, multicast_error, device_fatal, device_removal (a queue pair or the device failed: the endpoint is torn down and rebuilt).", "short",
 		q(`sum by (instance, event) (increase(`+rdma+`events_total`+byInstance+`[$__rate_interval])) > 0`, "{{instance}} {{event}}")))
+	b.graph(timeseries("RDMA rebuilds", "Endpoints torn down after an event and opened again once the port was ACTIVE, per interval, and attempts that failed (rising failures: see the runbook, \"Rebuild failing\"). Each rebuild is an interruption the subscribers recover over NATS or report lost.", "short",
+		q(`sum by (instance) (increase(`+rdma+`rebuilds_total`+byInstance+`[$__rate_interval]))`, "{{instance}} rebuilds"),
+		q(`sum by (instance) (increase(`+rdma+`rebuild_failures_total`+byInstance+`[$__rate_interval]))`, "{{instance}} failed attempts")))
 	b.graph(timeseries("RDMA device drops /s", "The device's counters of dropped or discarded packets (and mlx5's out_of_buffer: receives that found no receive posted), device-wide. A device without them (Soft-RoCE) shows nothing here, which is not zero.", "pps",
 		q(rate(rdma+"port_drops_total", byInstance, "instance, device, counter"), "{{instance}} {{device}} {{counter}}")))
 }

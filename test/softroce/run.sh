@@ -62,6 +62,22 @@
 # looped-back packet's way into rxe is the suspect); the test counts such
 # loss exactly by sequence number. Only a real NIC says what RDMA is worth.
 #
+# Faults. The ud/rdma fault tests force a queue pair into the error state
+# (receiver, both receive modes; sender), flap the link under rxe0 (both
+# ends rebuilding; and a receiver that keeps its queue pair across it), and
+# check exact accounting with 700-byte datagrams, through the registered
+# memory on both sides; each prints its time to recovery with the @bench
+# lines. The device-removal reproducer runs with a second device, rxe1 on
+# veth1, present: librdmacm lets a removed device go only when it can list
+# another, and then rdma link delete returns at once (about 0.25 s) and the
+# stream resumes about 50 ms after rdma link add. After the end-to-end run
+# the guest runs the real feed handler and one verifying subscriber
+# (150,000 messages at 10,000 msg/s) while veth0 flaps for a second and
+# then rxe0 is deleted and added back: the subscriber must get every
+# message, verified, with the interruptions recovered over NATS, and both
+# programs must log the port and removal events and a rebuild after each
+# (their outage is printed). This adds about 25 s.
+#
 # vmtest flags (go run ./test/softroce/cmd/vmtest -h lists them all):
 #   -v                 print every test's output
 #   -timeout 5m        limit for the whole VM run
@@ -72,6 +88,8 @@
 #   -probe S           diagnostics: feed handler alone for S seconds per configuration
 #   -e2e-max-delay D   the feed handler's --max-delay (default 1ms)
 #   -e2e-loss P        the second subscriber's --inject-loss (default 0.001)
+#   -faults=false      no faults run end to end
+#   -run REGEXP        only the tests matching it (development; CI runs all)
 #   -extra BIN,...     more host binaries for the guest's /tests
 # The packages default to ./ud/rdma.
 #

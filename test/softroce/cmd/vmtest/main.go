@@ -30,17 +30,28 @@
 // rdma ÷ udp ratios); they are collected from the go test -json events and
 // printed together after the test results.
 //
-// Last, the guest runs ud/rdma's device-removal reproducer (removal_test.go)
-// in a fresh process: rdma link delete while a receiver and a sender hold
-// rxe0. Its lines are printed; it fails the run unless it exited 0 (both
-// ends observed RDMA_CM_EVENT_DEVICE_REMOVAL). rxe0 is added again after it.
+// Then the guest runs ud/rdma's device-removal reproducer (removal_test.go)
+// in a fresh process, with a second device (rxe1 on veth1) present: rdma
+// link delete while a receiver and a sender hold rxe0, then rdma link add.
+// Its lines are printed; it fails the run unless it exited 0 (both ends
+// observed RDMA_CM_EVENT_DEVICE_REMOVAL, the removal completed within 5 s
+// and the stream resumed by itself after the re-add). rxe0 is there again
+// after it.
+//
+// Last (-faults, on by default), the faults run: the feed handler and one
+// verifying subscriber while the link flaps and rxe0 is removed and added
+// back (faults.go, checkFaults).
+//
+// -run REGEXP runs only the matching tests, for development; the check then
+// expects only those.
 //
 // Usage, from anywhere in the module (test/softroce/run.sh checks the
 // host's packages first):
 //
 //	go run ./test/softroce/cmd/vmtest [-v] [-work DIR] [-timeout 5m]
 //		[-e2e=false] [-e2e-duration D | -e2e-count N] [-e2e-rate R]
-//		[-e2e-max-delay D] [-e2e-loss P] [package ...]
+//		[-e2e-max-delay D] [-e2e-loss P] [-faults=false] [-run REGEXP]
+//		[package ...]
 //
 // The packages default to ./ud/rdma; -e2e=false leaves out the end-to-end
 // run.
