@@ -35,15 +35,35 @@
 // rxe0. Its lines are printed; it fails the run unless it exited 0 (both
 // ends observed RDMA_CM_EVENT_DEVICE_REMOVAL). rxe0 is added again after it.
 //
+// Then two hosts (-two-hosts, on by default; twohost.go, guest-twohost.sh):
+// two VMs of the same kernel and initramfs, each with one e1000 NIC, the
+// NICs joined by qemu's -netdev socket over TCP on 127.0.0.1 (A listens on
+// a port free at run time, B connects; nothing leaves the host), A
+// 10.77.0.1 and B 10.77.0.2, rxe0 on eth0 in each, each VM under
+// timeout(1). A runs the feed handler (--transport rdma,
+// -two-hosts-count messages at -two-hosts-rate, its embedded NATS server on
+// A's address); B runs two subscribers (--transport rdma --verify
+// --expect, recovery over NATS from A), the second with --inject-loss
+// -e2e-loss. B tells A over TCP once both subscribers have joined; A
+// publishes only then. It fails unless the feed handler published exactly
+// -two-hosts-count messages and exited 0, both subscribers exited 0 with
+// every message in order, none missing and verification passing, the lossy
+// one recovered messages over NATS from A, A's rxe0 sent_pkts and B's
+// rcvd_pkts each rose by at least the feed handler's datagrams, and both
+// guests finished their report (see checkTwoHosts).
+//
 // Usage, from anywhere in the module (test/softroce/run.sh checks the
 // host's packages first):
 //
 //	go run ./test/softroce/cmd/vmtest [-v] [-work DIR] [-timeout 5m]
 //		[-e2e=false] [-e2e-duration D | -e2e-count N] [-e2e-rate R]
-//		[-e2e-max-delay D] [-e2e-loss P] [package ...]
+//		[-e2e-max-delay D] [-e2e-loss P] [-single=false] [-two-hosts=false]
+//		[-two-hosts-count N] [-two-hosts-rate R] [-two-hosts-timeout D]
+//		[-two-hosts-smp N] [package ...]
 //
-// The packages default to ./ud/rdma; -e2e=false leaves out the end-to-end
-// run.
+// The packages default to ./ud/rdma; -e2e=false leaves out the single VM's
+// end-to-end run, -two-hosts=false the two-host run, and -single=false
+// the single VM (the two-host run alone).
 package main
 
 import (
@@ -79,6 +99,12 @@ func main() {
 		delay   = flag.Duration("e2e-max-delay", defaultE2EMaxDelay, "end to end: the feed handler's --max-delay (under TCG its default fills packets with one message)")
 		probe   = flag.Int("probe", 0, "diagnostics: before the end-to-end run, run the feed handler alone for this many seconds in several configurations (unpaced, paced, spin-paced, without live NATS, with one subscriber) and print its rate and CPU use (0: none)")
 		loss    = flag.Float64("e2e-loss", defaultE2ELoss, "end to end: the second subscriber's --inject-loss, which recovery must fill (0: none)")
+		single  = flag.Bool("single", true, "boot the single VM: the test binaries, the end-to-end run and the device removal reproducer (-single=false with -two-hosts: the two-host run alone)")
+		two     = flag.Bool("two-hosts", true, "boot two VMs joined by a qemu socket network on 127.0.0.1: the feed handler in one, two subscribers in the other (after the single VM)")
+		twoN    = flag.Uint64("two-hosts-count", defaultTwoHostsCount, "two hosts: messages the feed handler publishes")
+		twoRate = flag.Float64("two-hosts-rate", defaultTwoHostsRate, "two hosts: the feed handler's --rate, messages per second")
+		twoTime = flag.Duration("two-hosts-timeout", defaultTwoHostsTimeout, "two hosts: limit for the two VMs (boot to power-off)")
+		twoSMP  = flag.Int("two-hosts-smp", 1, "two hosts: virtual CPUs per VM")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: vmtest [flags] [package ...]\n")
@@ -102,9 +128,25 @@ func main() {
 	case *loss < 0 || *loss >= 1:
 		fmt.Fprintf(os.Stderr, "vmtest: -e2e-loss %v: want 0 <= loss < 1\n", *loss)
 		os.Exit(2)
+	case !*single && !*two:
+		fmt.Fprintf(os.Stderr, "vmtest: -single=false -two-hosts=false: nothing to run\n")
+		os.Exit(2)
+	case *twoN == 0:
+		fmt.Fprintf(os.Stderr, "vmtest: -two-hosts-count 0: the two-host run is sized by count\n")
+		os.Exit(2)
+	case *twoRate <= 0:
+		fmt.Fprintf(os.Stderr, "vmtest: -two-hosts-rate %v: must be positive\n", *twoRate)
+		os.Exit(2)
+	case *twoTime < time.Minute:
+		fmt.Fprintf(os.Stderr, "vmtest: -two-hosts-timeout %v: at least 1m\n", *twoTime)
+		os.Exit(2)
+	case *twoSMP < 1:
+		fmt.Fprintf(os.Stderr, "vmtest: -two-hosts-smp %d: at least 1\n", *twoSMP)
+		os.Exit(2)
 	}
 	r := &runner{work: *work, timeout: *timeout, verbose: *verbose, mem: *mem, e2e: *e2e, probe: *probe,
-		e2eCount: *count, e2eDuration: *dur, e2eRate: *rate, e2eMaxDelay: *delay, e2eLoss: *loss}
+		e2eCount: *count, e2eDuration: *dur, e2eRate: *rate, e2eMaxDelay: *delay, e2eLoss: *loss,
+		single: *single, twoHosts: *two, twoCount: *twoN, twoRate: *twoRate, twoTimeout: *twoTime, twoSMP: *twoSMP}
 	if *extra != "" {
 		r.extra = strings.Split(*extra, ",")
 	}
@@ -156,6 +198,13 @@ type runner struct {
 	e2eLoss     float64
 	root        string // module root
 	suites      []*suite
+
+	single     bool          // boot the single VM (-single)
+	twoHosts   bool          // the two-host run (-two-hosts)
+	twoCount   uint64        // messages the two-host run's feed handler publishes
+	twoRate    float64       // and its --rate
+	twoTimeout time.Duration // limit for the two VMs
+	twoSMP     int           // virtual CPUs per VM
 }
 
 // suite is one package's test binary.
@@ -191,19 +240,21 @@ func (r *runner) run(pkgs []string) error {
 	}
 	t0 := time.Now()
 	bins := []string{}
-	for _, p := range pkgs {
-		s, err := r.buildSuite(p, bindir)
-		if err != nil {
+	if r.single {
+		for _, p := range pkgs {
+			s, err := r.buildSuite(p, bindir)
+			if err != nil {
+				return err
+			}
+			r.suites = append(r.suites, s)
+			bins = append(bins, s.bin)
+		}
+		t2j := filepath.Join(bindir, "test2json")
+		if err := r.goCmd("build", "-o", t2j, "cmd/test2json"); err != nil {
 			return err
 		}
-		r.suites = append(r.suites, s)
-		bins = append(bins, s.bin)
+		bins = append(bins, t2j)
 	}
-	t2j := filepath.Join(bindir, "test2json")
-	if err := r.goCmd("build", "-o", t2j, "cmd/test2json"); err != nil {
-		return err
-	}
-	bins = append(bins, t2j)
 	// Always: the guest runs their --list-devices; the end-to-end run and
 	// the probes use them too.
 	for _, c := range e2eCommands {
@@ -223,11 +274,25 @@ func (r *runner) run(pkgs []string) error {
 	what := fmt.Sprintf("%d test binaries, %s", len(r.suites), strings.Join(e2eCommands, ", "))
 	fmt.Printf("vmtest: built %s and the initramfs in %v\n", what, time.Since(t0).Round(100*time.Millisecond))
 
-	results := filepath.Join(r.work, "results.log")
-	if err := r.boot(results); err != nil {
-		return err
+	// The two-host run comes after the single VM whatever its result, so
+	// that one run reports both.
+	var errs []error
+	if r.single {
+		results := filepath.Join(r.work, "results.log")
+		err := r.boot(results)
+		if err == nil {
+			err = r.check(results)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("single VM: %w", err))
+		}
 	}
-	return r.check(results)
+	if r.twoHosts {
+		if err := r.runTwoHosts(); err != nil {
+			errs = append(errs, fmt.Errorf("two hosts: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (r *runner) goCmd(args ...string) error {
@@ -296,22 +361,8 @@ func (r *runner) boot(results string) error {
 	if guestTimeout < 30*time.Second {
 		guestTimeout = r.timeout
 	}
-	args := []string{
-		// TCG: this host's /dev/kvm does not boot a stock kernel. tb-size
-		// bounds qemu's translation cache (and so its memory).
-		"-accel", "tcg,thread=multi,tb-size=256", "-cpu", "max",
-		"-smp", strconv.Itoa(min(2, runtime.NumCPU())), "-m", strconv.Itoa(r.mem),
-		"-display", "none", "-monitor", "none", "-no-reboot",
-		// No network device: nothing the tests send can leave the VM.
-		"-nic", "none",
-		"-kernel", filepath.Join(r.work, "vmlinuz"),
-		"-initrd", filepath.Join(r.work, "initramfs.cpio.gz"),
-		// ttyS0 is the console; ttyS1 the guest's report, kept apart
-		// from kernel messages.
-		"-serial", "stdio",
-		"-serial", "file:" + results,
-		"-append", r.cmdline(guestTimeout),
-	}
+	// No network device: nothing the tests send can leave the VM.
+	args := r.qemuArgs(min(2, runtime.NumCPU()), []string{"-nic", "none"}, results, r.cmdline(guestTimeout))
 	cmd := exec.CommandContext(ctx, qemu, args...)
 	cmd.Stdin = nil
 	if r.verbose {
@@ -337,13 +388,36 @@ func (r *runner) boot(results string) error {
 	return nil
 }
 
+// qemuArgs are qemu's arguments for a VM of smp virtual CPUs with the
+// network devices net, its report (ttyS1) going to results and the kernel
+// command line cmdline. The console (ttyS0) is qemu's stdout.
+func (r *runner) qemuArgs(smp int, net []string, results, cmdline string) []string {
+	args := []string{
+		// TCG: this host's /dev/kvm does not boot a stock kernel. tb-size
+		// bounds qemu's translation cache (and so its memory).
+		"-accel", "tcg,thread=multi,tb-size=256", "-cpu", "max",
+		"-smp", strconv.Itoa(smp), "-m", strconv.Itoa(r.mem),
+		"-display", "none", "-monitor", "none", "-no-reboot",
+	}
+	args = append(args, net...)
+	return append(args,
+		"-kernel", filepath.Join(r.work, "vmlinuz"),
+		"-initrd", filepath.Join(r.work, "initramfs.cpio.gz"),
+		// ttyS0 is the console; ttyS1 the guest's report, kept apart
+		// from kernel messages.
+		"-serial", "stdio",
+		"-serial", "file:"+results,
+		"-append", cmdline,
+	)
+}
+
 // cmdline is the guest kernel's command line: guest-init.sh reads the
 // tests' timeout from tctimeout= and the end-to-end run from tce2e=.
 func (r *runner) cmdline(guestTimeout time.Duration) string {
 	// clocksource=tsc: see run.sh. Under TCG the kernel otherwise picks
 	// the emulated HPET, and every clock read becomes a system call that
 	// traps into qemu's device model.
-	c := "console=ttyS0 quiet loglevel=3 panic=-1 clocksource=tsc tsc=reliable tctimeout=" + strconv.Itoa(int(guestTimeout.Seconds())) + "s"
+	c := baseCmdline(guestTimeout)
 	if r.probe > 0 {
 		c += " tcprobe=" + strconv.Itoa(r.probe)
 	}
@@ -353,6 +427,12 @@ func (r *runner) cmdline(guestTimeout time.Duration) string {
 			"," + r.e2eDuration.String()
 	}
 	return c
+}
+
+// baseCmdline is the part of the kernel command line every VM gets: the
+// console, the clock source and the guest's time limit (tctimeout=).
+func baseCmdline(guestTimeout time.Duration) string {
+	return "console=ttyS0 quiet loglevel=3 panic=-1 clocksource=tsc tsc=reliable tctimeout=" + strconv.Itoa(int(guestTimeout.Seconds())) + "s"
 }
 
 func readTrim(f string) string {
@@ -422,6 +502,7 @@ type guestReport struct {
 	byName   map[string]*suite
 	cur      *suite // the suite whose go test -json lines follow, if any
 	counters map[string][2]int64
+	netdev   map[string][]int64 // two hosts: eth0's counts (@netdev)
 	e2e      *e2eReport
 	list     *listDevices // the commands' --list-devices
 	problems []string     // the guest's own @error lines
@@ -438,7 +519,8 @@ func (r *runner) readReport(results string) (*guestReport, error) {
 		return nil, fmt.Errorf("no report from the guest: %v", err)
 	}
 	defer f.Close()
-	g := &guestReport{byName: map[string]*suite{}, counters: map[string][2]int64{}, e2e: newE2EReport(), list: newListDevices()}
+	g := &guestReport{byName: map[string]*suite{}, counters: map[string][2]int64{}, netdev: map[string][]int64{},
+		e2e: newE2EReport(), list: newListDevices()}
 	for _, s := range r.suites {
 		g.byName[s.name] = s
 	}
@@ -471,6 +553,14 @@ func (g *guestReport) directive(line string) {
 			a, _ := strconv.ParseInt(fields[2], 10, 64)
 			b, _ := strconv.ParseInt(fields[3], 10, 64)
 			g.counters[fields[1]] = [2]int64{a, b}
+		}
+	case "@netdev":
+		if len(fields) == 8 {
+			v := make([]int64, 6)
+			for i := range v {
+				v[i], _ = strconv.ParseInt(fields[2+i], 10, 64)
+			}
+			g.netdev[fields[1]] = v
 		}
 	case "@suite":
 		g.cur = g.byName[fields[1]]
