@@ -6,9 +6,10 @@
 #                           depends on), unpacked from its .deb, never installed
 #   WORK/initramfs.cpio.gz  busybox, iproute2 (ip, rdma), the libibverbs rxe
 #                           provider, the kernel modules rdma_rxe and rdma_ucm
-#                           need (dependency order from depmod's modules.dep), guest-init.sh
-#                           as /init, and every BIN under /tests with the
-#                           shared libraries it links (ldd closure)
+#                           need (dependency order from depmod's modules.dep) and e1000
+#                           (the two-host run's NIC), guest-init.sh as /init,
+#                           guest-twohost.sh as /twohost.sh, and every BIN under
+#                           /tests with the shared libraries it links (ldd closure)
 #
 # The kernel .deb is cached in WORK/debs. The host must be Debian bookworm
 # (or match it): the guest userland is the host's own binaries.
@@ -85,7 +86,8 @@ modpath() { # the modules.dep path of module NAME
 }
 # crc32_generic is not a modules.dep dependency of rdma_rxe, but adding an
 # rxe link fails (ENOENT, "failed to init crc32 algorithm") without it.
-for m in crc32_generic rdma_rxe rdma_ucm veth; do visit "$(modpath "$m")"; done
+# veth: the single VM's link; e1000: the two-host run's NIC.
+for m in crc32_generic rdma_rxe rdma_ucm veth e1000; do visit "$(modpath "$m")"; done
 : > "$ROOT/modules.load"
 for p in "${order[@]}"; do
 	dst="$ROOT/lib/modules/$KVER/$p"
@@ -100,5 +102,6 @@ for p in "${order[@]}"; do
 done
 
 install -m 0755 "$HERE/guest-init.sh" "$ROOT/init"
+install -m 0755 "$HERE/guest-twohost.sh" "$ROOT/twohost.sh"
 ( cd "$ROOT" && find . | cpio -o -H newc --quiet | gzip -1 > "$WORK/initramfs.cpio.gz" )
 echo "build-initramfs: $KPKG, $(wc -l < "$ROOT/modules.load") modules, $# test binaries, initramfs $(du -h "$WORK/initramfs.cpio.gz" | cut -f1)"

@@ -124,31 +124,35 @@ func (p *e2eProc) decode(v any) error {
 // much of the VM's time limit the run used, and when the guest's budget
 // ended the run, one line says how far each process got.
 func (r *runner) checkE2E(rep *e2eReport, counters map[string][2]int64, testsSent int64) []string {
-	var bad e2eProblems
+	bad := &e2eProblems{prefix: "end to end: "}
 	r.printE2EHeader()
-	fh, subs := readE2ESummaries(rep, &bad)
+	fh, subs := readE2ESummaries(rep, bad)
 	limited := timeLimited(rep, fh)
 	if limited {
-		reportTimeLimit(rep, fh, subs, &bad)
+		reportTimeLimit(rep, fh, subs, bad)
 	}
 	want := r.e2eCount
 	if fh != nil {
-		want = r.checkE2EFeedHandler(fh, limited, &bad)
+		want = r.checkE2EFeedHandler(fh, limited, bad)
+		r.printE2EMargin(fh)
 	}
-	maxPacketsA, noRecovery := r.checkE2ESubscribers(subs, want, limited, &bad)
+	maxPacketsA, noRecovery := r.checkE2ESubscribers(subs, want, limited, bad)
 	if limited {
-		return bad // the counters account for a finished run only
+		return bad.list // the counters account for a finished run only
 	}
-	checkE2ECounters(counters, fh, testsSent, maxPacketsA, noRecovery, &bad)
-	return bad
+	checkE2ECounters(counters, fh, testsSent, maxPacketsA, noRecovery, bad)
+	return bad.list
 }
 
-// e2eProblems collects the end-to-end run's problems.
-type e2eProblems []string
+// e2eProblems collects an end-to-end run's problems.
+type e2eProblems struct {
+	prefix string // of every problem: "end to end: ", "two hosts: "
+	list   []string
+}
 
-// add records one problem, prefixed "end to end: ".
+// add records one problem, with the prefix.
 func (p *e2eProblems) add(format string, args ...any) {
-	*p = append(*p, "end to end: "+fmt.Sprintf(format, args...))
+	p.list = append(p.list, p.prefix+fmt.Sprintf(format, args...))
 }
 
 // printE2EHeader prints the line that says how the end-to-end run was
@@ -260,7 +264,6 @@ func (r *runner) checkE2EFeedHandler(fh *fhSummary, limited bool, bad *e2eProble
 	if fh.Interrupted && !limited {
 		bad.add("feedhandler was interrupted")
 	}
-	r.printE2EMargin(fh)
 	return want
 }
 

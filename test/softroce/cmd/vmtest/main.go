@@ -45,16 +45,36 @@
 // -run REGEXP runs only the matching tests, for development; the check then
 // expects only those.
 //
+// Then two hosts (-two-hosts, on by default; twohost.go, guest-twohost.sh):
+// two VMs of the same kernel and initramfs, each with one e1000 NIC, the
+// NICs joined by qemu's -netdev socket over TCP on 127.0.0.1 (A listens on
+// a port free at run time, B connects; nothing leaves the host), A
+// 10.77.0.1 and B 10.77.0.2, rxe0 on eth0 in each, each VM under
+// timeout(1). A runs the feed handler (--transport rdma,
+// -two-hosts-count messages at -two-hosts-rate, its embedded NATS server on
+// A's address); B runs two subscribers (--transport rdma --verify
+// --expect, recovery over NATS from A), the second with --inject-loss
+// -e2e-loss. B tells A over TCP once both subscribers have joined; A
+// publishes only then. It fails unless the feed handler published exactly
+// -two-hosts-count messages and exited 0, both subscribers exited 0 with
+// every message in order, none missing and verification passing, the lossy
+// one recovered messages over NATS from A, A's rxe0 sent_pkts and B's
+// rcvd_pkts each rose by at least the feed handler's datagrams, and both
+// guests finished their report (see checkTwoHosts).
+//
 // Usage, from anywhere in the module (test/softroce/run.sh checks the
 // host's packages first):
 //
 //	go run ./test/softroce/cmd/vmtest [-v] [-work DIR] [-timeout 5m]
 //		[-e2e=false] [-e2e-duration D | -e2e-count N] [-e2e-rate R]
 //		[-e2e-max-delay D] [-e2e-loss P] [-faults=false] [-run REGEXP]
+//		[-single=false] [-two-hosts=false] [-two-hosts-count N]
+//		[-two-hosts-rate R] [-two-hosts-timeout D] [-two-hosts-smp N]
 //		[package ...]
 //
-// The packages default to ./ud/rdma; -e2e=false leaves out the end-to-end
-// run.
+// The packages default to ./ud/rdma; -e2e=false leaves out the single VM's
+// end-to-end run, -two-hosts=false the two-host run, and -single=false
+// the single VM (the two-host run alone).
 package main
 
 import (
@@ -95,6 +115,12 @@ func main() {
 		fcount  = flag.Uint64("faults-count", defaultFaultsCount, "faults run: messages the feed handler publishes")
 		frate   = flag.Int("faults-rate", defaultFaultsRate, "faults run: the feed handler's --rate")
 		run     = flag.String("run", "", "run only the tests whose names match this regular expression, as go test -run (for development; the check then expects only those, and CI runs them all)")
+		single  = flag.Bool("single", true, "boot the single VM: the test binaries, the end-to-end run and the device removal reproducer (-single=false with -two-hosts: the two-host run alone)")
+		two     = flag.Bool("two-hosts", true, "boot two VMs joined by a qemu socket network on 127.0.0.1: the feed handler in one, two subscribers in the other (after the single VM)")
+		twoN    = flag.Uint64("two-hosts-count", defaultTwoHostsCount, "two hosts: messages the feed handler publishes")
+		twoRate = flag.Float64("two-hosts-rate", defaultTwoHostsRate, "two hosts: the feed handler's --rate, messages per second")
+		twoTime = flag.Duration("two-hosts-timeout", defaultTwoHostsTimeout, "two hosts: limit for the two VMs (boot to power-off)")
+		twoSMP  = flag.Int("two-hosts-smp", 1, "two hosts: virtual CPUs per VM")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: vmtest [flags] [package ...]\n")
@@ -121,6 +147,21 @@ func main() {
 	case *loss < 0 || *loss >= 1:
 		fmt.Fprintf(os.Stderr, "vmtest: -e2e-loss %v: want 0 <= loss < 1\n", *loss)
 		os.Exit(2)
+	case !*single && !*two:
+		fmt.Fprintf(os.Stderr, "vmtest: -single=false -two-hosts=false: nothing to run\n")
+		os.Exit(2)
+	case *twoN == 0:
+		fmt.Fprintf(os.Stderr, "vmtest: -two-hosts-count 0: the two-host run is sized by count\n")
+		os.Exit(2)
+	case *twoRate <= 0:
+		fmt.Fprintf(os.Stderr, "vmtest: -two-hosts-rate %v: must be positive\n", *twoRate)
+		os.Exit(2)
+	case *twoTime < time.Minute:
+		fmt.Fprintf(os.Stderr, "vmtest: -two-hosts-timeout %v: at least 1m\n", *twoTime)
+		os.Exit(2)
+	case *twoSMP < 1:
+		fmt.Fprintf(os.Stderr, "vmtest: -two-hosts-smp %d: at least 1\n", *twoSMP)
+		os.Exit(2)
 	}
 	var runRE *regexp.Regexp
 	if *run != "" {
@@ -133,7 +174,8 @@ func main() {
 	}
 	r := &runner{work: *work, timeout: *timeout, verbose: *verbose, mem: *mem, e2e: *e2e, probe: *probe, only: runRE,
 		faults: *faults, faultsCount: *fcount, faultsRate: *frate,
-		e2eCount: *count, e2eDuration: *dur, e2eRate: *rate, e2eMaxDelay: *delay, e2eLoss: *loss}
+		e2eCount: *count, e2eDuration: *dur, e2eRate: *rate, e2eMaxDelay: *delay, e2eLoss: *loss,
+		single: *single, twoHosts: *two, twoCount: *twoN, twoRate: *twoRate, twoTimeout: *twoTime, twoSMP: *twoSMP}
 	if *extra != "" {
 		r.extra = strings.Split(*extra, ",")
 	}
@@ -189,6 +231,13 @@ type runner struct {
 	e2eLoss     float64
 	root        string // module root
 	suites      []*suite
+
+	single     bool          // boot the single VM (-single)
+	twoHosts   bool          // the two-host run (-two-hosts)
+	twoCount   uint64        // messages the two-host run's feed handler publishes
+	twoRate    float64       // and its --rate
+	twoTimeout time.Duration // limit for the two VMs
+	twoSMP     int           // virtual CPUs per VM
 }
 
 // suite is one package's test binary.
@@ -224,19 +273,21 @@ func (r *runner) run(pkgs []string) error {
 	}
 	t0 := time.Now()
 	bins := []string{}
-	for _, p := range pkgs {
-		s, err := r.buildSuite(p, bindir)
-		if err != nil {
+	if r.single {
+		for _, p := range pkgs {
+			s, err := r.buildSuite(p, bindir)
+			if err != nil {
+				return err
+			}
+			r.suites = append(r.suites, s)
+			bins = append(bins, s.bin)
+		}
+		t2j := filepath.Join(bindir, "test2json")
+		if err := r.goCmd("build", "-o", t2j, "cmd/test2json"); err != nil {
 			return err
 		}
-		r.suites = append(r.suites, s)
-		bins = append(bins, s.bin)
+		bins = append(bins, t2j)
 	}
-	t2j := filepath.Join(bindir, "test2json")
-	if err := r.goCmd("build", "-o", t2j, "cmd/test2json"); err != nil {
-		return err
-	}
-	bins = append(bins, t2j)
 	// Always: the guest runs their --list-devices; the end-to-end run and
 	// the probes use them too.
 	for _, c := range e2eCommands {
@@ -256,11 +307,25 @@ func (r *runner) run(pkgs []string) error {
 	what := fmt.Sprintf("%d test binaries, %s", len(r.suites), strings.Join(e2eCommands, ", "))
 	fmt.Printf("vmtest: built %s and the initramfs in %v\n", what, time.Since(t0).Round(100*time.Millisecond))
 
-	results := filepath.Join(r.work, "results.log")
-	if err := r.boot(results); err != nil {
-		return err
+	// The two-host run comes after the single VM whatever its result, so
+	// that one run reports both.
+	var errs []error
+	if r.single {
+		results := filepath.Join(r.work, "results.log")
+		err := r.boot(results)
+		if err == nil {
+			err = r.check(results)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("single VM: %w", err))
+		}
 	}
-	return r.check(results)
+	if r.twoHosts {
+		if err := r.runTwoHosts(); err != nil {
+			errs = append(errs, fmt.Errorf("two hosts: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (r *runner) goCmd(args ...string) error {
@@ -330,22 +395,8 @@ func (r *runner) boot(results string) error {
 	if guestTimeout < 30*time.Second {
 		guestTimeout = r.timeout
 	}
-	args := []string{
-		// TCG: this host's /dev/kvm does not boot a stock kernel. tb-size
-		// bounds qemu's translation cache (and so its memory).
-		"-accel", "tcg,thread=multi,tb-size=256", "-cpu", "max",
-		"-smp", strconv.Itoa(min(2, runtime.NumCPU())), "-m", strconv.Itoa(r.mem),
-		"-display", "none", "-monitor", "none", "-no-reboot",
-		// No network device: nothing the tests send can leave the VM.
-		"-nic", "none",
-		"-kernel", filepath.Join(r.work, "vmlinuz"),
-		"-initrd", filepath.Join(r.work, "initramfs.cpio.gz"),
-		// ttyS0 is the console; ttyS1 the guest's report, kept apart
-		// from kernel messages.
-		"-serial", "stdio",
-		"-serial", "file:" + results,
-		"-append", r.cmdline(guestTimeout),
-	}
+	// No network device: nothing the tests send can leave the VM.
+	args := r.qemuArgs(min(2, runtime.NumCPU()), []string{"-nic", "none"}, results, r.cmdline(guestTimeout))
 	cmd := exec.CommandContext(ctx, qemu, args...)
 	cmd.Stdin = nil
 	if r.verbose {
@@ -371,13 +422,36 @@ func (r *runner) boot(results string) error {
 	return nil
 }
 
+// qemuArgs are qemu's arguments for a VM of smp virtual CPUs with the
+// network devices net, its report (ttyS1) going to results and the kernel
+// command line cmdline. The console (ttyS0) is qemu's stdout.
+func (r *runner) qemuArgs(smp int, net []string, results, cmdline string) []string {
+	args := []string{
+		// TCG: this host's /dev/kvm does not boot a stock kernel. tb-size
+		// bounds qemu's translation cache (and so its memory).
+		"-accel", "tcg,thread=multi,tb-size=256", "-cpu", "max",
+		"-smp", strconv.Itoa(smp), "-m", strconv.Itoa(r.mem),
+		"-display", "none", "-monitor", "none", "-no-reboot",
+	}
+	args = append(args, net...)
+	return append(args,
+		"-kernel", filepath.Join(r.work, "vmlinuz"),
+		"-initrd", filepath.Join(r.work, "initramfs.cpio.gz"),
+		// ttyS0 is the console; ttyS1 the guest's report, kept apart
+		// from kernel messages.
+		"-serial", "stdio",
+		"-serial", "file:"+results,
+		"-append", cmdline,
+	)
+}
+
 // cmdline is the guest kernel's command line: guest-init.sh reads the
 // tests' timeout from tctimeout= and the end-to-end run from tce2e=.
 func (r *runner) cmdline(guestTimeout time.Duration) string {
 	// clocksource=tsc: see run.sh. Under TCG the kernel otherwise picks
 	// the emulated HPET, and every clock read becomes a system call that
 	// traps into qemu's device model.
-	c := "console=ttyS0 quiet loglevel=3 panic=-1 clocksource=tsc tsc=reliable tctimeout=" + strconv.Itoa(int(guestTimeout.Seconds())) + "s"
+	c := baseCmdline(guestTimeout)
 	if r.only != nil {
 		c += " tcrun=" + r.only.String()
 	}
@@ -393,6 +467,12 @@ func (r *runner) cmdline(guestTimeout time.Duration) string {
 			"," + r.e2eDuration.String()
 	}
 	return c
+}
+
+// baseCmdline is the part of the kernel command line every VM gets: the
+// console, the clock source and the guest's time limit (tctimeout=).
+func baseCmdline(guestTimeout time.Duration) string {
+	return "console=ttyS0 quiet loglevel=3 panic=-1 clocksource=tsc tsc=reliable tctimeout=" + strconv.Itoa(int(guestTimeout.Seconds())) + "s"
 }
 
 func readTrim(f string) string {
@@ -465,6 +545,7 @@ type guestReport struct {
 	byName   map[string]*suite
 	cur      *suite // the suite whose go test -json lines follow, if any
 	counters map[string][2]int64
+	netdev   map[string][]int64 // two hosts: eth0's counts (@netdev)
 	e2e      *e2eReport
 	faults   *faultsReport
 	list     *listDevices // the commands' --list-devices
@@ -482,7 +563,8 @@ func (r *runner) readReport(results string) (*guestReport, error) {
 		return nil, fmt.Errorf("no report from the guest: %v", err)
 	}
 	defer f.Close()
-	g := &guestReport{byName: map[string]*suite{}, counters: map[string][2]int64{}, e2e: newE2EReport(), faults: newFaultsReport(), list: newListDevices()}
+	g := &guestReport{byName: map[string]*suite{}, counters: map[string][2]int64{}, netdev: map[string][]int64{},
+		e2e: newE2EReport(), faults: newFaultsReport(), list: newListDevices()}
 	for _, s := range r.suites {
 		g.byName[s.name] = s
 	}
@@ -515,6 +597,14 @@ func (g *guestReport) directive(line string) {
 			a, _ := strconv.ParseInt(fields[2], 10, 64)
 			b, _ := strconv.ParseInt(fields[3], 10, 64)
 			g.counters[fields[1]] = [2]int64{a, b}
+		}
+	case "@netdev":
+		if len(fields) == 8 {
+			v := make([]int64, 6)
+			for i := range v {
+				v[i], _ = strconv.ParseInt(fields[2+i], 10, 64)
+			}
+			g.netdev[fields[1]] = v
 		}
 	case "@suite":
 		g.cur = g.byName[fields[1]]
