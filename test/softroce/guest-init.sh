@@ -249,7 +249,7 @@ if [ -n "$FAULTS" ]; then
 	set -- $FAULTS
 	IFS=$oldifs
 	FCOUNT=$1 FRATE=$2
-	now() { echo "$(cut -d' ' -f1 /proc/uptime) $(date -u +%H:%M:%S.%N)"; }
+	now() { echo "$(cut -d' ' -f1 /proc/uptime) $(date -u +%H:%M:%S)"; }
 	waitport() {
 		i=0
 		until grep -q ACTIVE $PORT/state 2>/dev/null || [ $i -gt 150 ]; do i=$((i + 1)); sleep 0.1; done
