@@ -37,16 +37,19 @@
 # feed handler's datagrams. Both VMs run under timeout(1) with a 5-minute
 # limit; the report prints the rate, the time, what was recovered, the
 # counters on both hosts (and eth0's packets and drops) and the time used
-# against the limit. Measured here (2 cores): a million messages at 20,000
-# msg/s in 50 s of publishing, 80 s from boot to power-off (27% of the
-# limit). Unpaced, the feed handler on one vCPU reached about 51,000 msg/s
-# with B keeping up (with -two-hosts-smp 2: 78,000; at 20,000 msg/s both
-# took the same time). qemu's e1000 drops a frame (counting it in the NIC's
-# missed packets) when it has one queued for a full receive ring; with the
-# driver's default 256 descriptors B lost 473 of 153,343 and 175 of
-# 179,093 packets in two runs at 15,000 msg/s, so the guests load e1000
-# with RxDescriptors=4096: no loss in the seven runs since, from 15,000
-# msg/s to unpaced. -two-hosts=false leaves the two-host run out; -single=false
+# against the limit. Measured here (2 cores, idle): a million messages at
+# 20,000 msg/s in 50.5 s of publishing, the VMs 73 s from boot to power-off
+# (24% of the limit), 79 s for run.sh with the build; with another qemu
+# VM (2 vCPUs) running beside on the same cores, the same run passed twice
+# (the VMs 73 and 80 s). Unpaced, the feed handler reached 76,000 msg/s with one vCPU per
+# VM and 84,000 with two (-two-hosts-smp 2), B keeping up without loss:
+# one vCPU each is enough. qemu's e1000 drops a frame (and counts it in
+# the NIC's missed packets) when it holds one for a full receive ring: with
+# the driver's default 256 descriptors B's rxe0 missed 1,378 of the feed
+# handler's 112,505 datagrams at 20,000 msg/s (recovered over NATS, but
+# the counters no longer agree), so the guests load e1000 with
+# RxDescriptors=4096: no loss in twelve runs since, from 15,000 msg/s to
+# unpaced. -two-hosts=false leaves the two-host run out; -single=false
 # runs it alone.
 #
 # Where the guest's time went (measured with -probe 10, which runs the

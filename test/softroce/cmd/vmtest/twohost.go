@@ -16,10 +16,11 @@ import (
 )
 
 // The two-host run's defaults. With one virtual CPU per guest the feed
-// handler alone tops out at about 51,000 msg/s here (unpaced, B keeping up
-// without loss); 20,000 msg/s is about 40% of that, and a million messages
-// take about 50 s to publish and 80 s from boot to power-off, a quarter of
-// the limit (see run.sh for the measurements).
+// handler, unpaced, reached about 76,000 msg/s here on an idle host and
+// 51,000 with another VM running beside (B kept up without loss both
+// times); 20,000 msg/s leaves room for a slower or busier host, and a
+// million messages take about 50 s to publish and 75 to 80 s from boot to
+// power-off, a quarter of the limit (see run.sh for the measurements).
 const (
 	defaultTwoHostsCount   = 1000000
 	defaultTwoHostsRate    = 20000
@@ -58,8 +59,8 @@ func (r *runner) runTwoHosts() error {
 	}
 	guestTimeout := r.twoTimeout - 30*time.Second
 	tr := r.twoHostsE2E()
-	fmt.Printf("\n=== two hosts: A %s (feedhandler --transport rdma --count %d --rate %v --max-delay %v, embedded NATS on %s:4222) and B %s (sub1 and sub2 --transport rdma --verify, sub2 --inject-loss %v, recovery over NATS from A); e1000 NICs joined by qemu -netdev socket on 127.0.0.1, -smp %d each\n",
-		twoHostsAddrA, r.twoCount, r.twoRate, r.e2eMaxDelay, twoHostsAddrA, twoHostsAddrB, r.e2eLoss, r.twoSMP)
+	fmt.Printf("\n=== two hosts: A %s (feedhandler --transport rdma --count %d --rate %s --max-delay %v, embedded NATS on %s:4222) and B %s (sub1 and sub2 --transport rdma --verify, sub2 --inject-loss %v, recovery over NATS from A); e1000 NICs joined by qemu -netdev socket on 127.0.0.1, -smp %d each\n",
+		twoHostsAddrA, r.twoCount, strconv.FormatFloat(r.twoRate, 'f', -1, 64), r.e2eMaxDelay, twoHostsAddrA, twoHostsAddrB, r.e2eLoss, r.twoSMP)
 	fmt.Printf("vmtest: booting %s twice under qemu (TCG), limit %v\n", readTrim(filepath.Join(r.work, "kernel.txt")), r.twoTimeout)
 
 	t0 := time.Now()
