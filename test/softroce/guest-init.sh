@@ -161,7 +161,10 @@ elif [ -n "$E2E" ]; then
 	}
 	sub > /tmp/sub1.out 2> /tmp/sub1.log &
 	pid_sub1=$!
-	sub --inject-loss "$LOSS" > /tmp/sub2.out 2> /tmp/sub2.log &
+	# sub2 receives in direct mode (no receive loop: its handler's
+	# goroutine polls the completion queues and sleeps in one epoll_wait
+	# over the four completion channels); sub1 in the default, blocking.
+	sub --inject-loss "$LOSS" --mode direct > /tmp/sub2.out 2> /tmp/sub2.log &
 	pid_sub2=$!
 	i=0
 	while ! { grep -q '"message":"subscribed"' /tmp/sub1.log && grep -q '"message":"subscribed"' /tmp/sub2.log; }; do

@@ -163,8 +163,8 @@ func (x *endpoint) open(c *Config, sender bool, postStart uint64, postN int) err
 	}
 	if sender {
 		p.sender = 1
-	} else if c.Mode == Blocking {
-		p.blocking = 1
+	} else if c.Mode == Blocking || c.Mode == Direct {
+		p.blocking = 1 // a completion channel
 	}
 	if x.mem != nil {
 		p.buf = (*C.uint8_t)(unsafe.Pointer(&x.mem[0]))
@@ -191,7 +191,9 @@ func (x *endpoint) open(c *Config, sender bool, postStart uint64, postN int) err
 	x.sendOff = int(ep.nrecv) * int(ep.rstride)
 	x.rcID, x.rcLen, x.rcStatus, x.sLen = u32(ep.rc_id), u32(ep.rc_len), u32(ep.rc_status), u32(ep.s_len)
 	x.cc, x.ccConn = nil, nil
-	if ep.cc != nil {
+	if ep.cc != nil && c.Mode == Blocking {
+		// Direct: the consumer's epoll set watches the channel's fd
+		// itself (direct.go).
 		if err := x.pollChannel(); err != nil {
 			x.close()
 			return &OpError{Op: "completion channel", Group: c.Group, Interface: c.Interface, Err: err}
@@ -202,6 +204,14 @@ func (x *endpoint) open(c *Config, sender bool, postStart uint64, postN int) err
 		return &OpError{Op: "event watch", Group: c.Group, Interface: c.Interface, Err: err}
 	}
 	return nil
+}
+
+// channelFD is the completion channel's fd (Direct mode), -1 without one.
+func (x *endpoint) channelFD() int {
+	if x.ep == nil || x.ep.cc == nil {
+		return -1
+	}
+	return int(x.ep.cc.fd)
 }
 
 // forceQPError moves the queue pair to the error state, as a failure of the

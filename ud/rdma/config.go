@@ -11,13 +11,15 @@ import (
 	"github.com/tickcast/tickcast/ud"
 )
 
-// Mode is how a Receiver's loop waits: ud.Blocking or ud.BusyPoll.
+// Mode is how a Receiver receives (Config.Mode).
 type Mode = ud.Mode
 
 // Receive modes, as in package ud.
 const (
-	Blocking = ud.Blocking
-	BusyPoll = ud.BusyPoll
+	Blocking   = ud.Blocking
+	BusyPoll   = ud.BusyPoll
+	Direct     = ud.Direct
+	DirectSpin = ud.DirectSpin
 )
 
 // Defaults applied to Config fields left at their zero value, and limits.
@@ -91,8 +93,11 @@ type Config struct {
 	// device may grant less (Sender.MaxInline reports it). Zero means
 	// DefaultMaxInline; -1 disables inline sends.
 	MaxInline int
-	// Mode is how the receive loop waits: Blocking (the default) or
-	// BusyPoll.
+	// Mode is how a Receiver receives: a receive loop that waits on the
+	// completion channel (Blocking, the default) or spins (BusyPoll), or
+	// no loop at all: the consumer's goroutine polls the completion queue
+	// itself with Fill, and sleeps in the Notifier's epoll set on the
+	// completion channel (Direct) or never sleeps (DirectSpin).
 	Mode Mode
 	// CPU is the CPU a BusyPoll receive thread is pinned to, or -1 for
 	// none asked: the thread is then pinned to the CPUs of the device's
@@ -157,8 +162,8 @@ func (c Config) validate() error {
 		return bad("SendSlots", c.SendSlots, "more than 65536")
 	case c.MaxInline < -1:
 		return bad("MaxInline", c.MaxInline, "not -1 (no inline) or a size")
-	case c.Mode != Blocking && c.Mode != BusyPoll:
-		return bad("Mode", c.Mode, "not Blocking or BusyPoll")
+	case c.Mode != Blocking && c.Mode != BusyPoll && c.Mode != Direct && c.Mode != DirectSpin:
+		return bad("Mode", c.Mode, "not Blocking, BusyPoll, Direct or DirectSpin")
 	case c.CPU < -1 || c.CPU >= 1024:
 		return bad("CPU", c.CPU, "not -1 (no pinning) or a CPU index below 1024")
 	case c.JoinTimeout < 0:

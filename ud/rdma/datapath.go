@@ -72,6 +72,16 @@ func (x *endpoint) takeEvent(uintptr) bool {
 	return false
 }
 
+// takeCQEvent takes one event from the completion channel without
+// sleeping: 1 when it took one, 0 when none was pending (Direct mode).
+func (x *endpoint) takeCQEvent() (int, error) {
+	r, err := C.tc_get_cq_event(x.ep)
+	if r < 0 {
+		return 0, fmt.Errorf("ibv_get_cq_event: %w", err)
+	}
+	return int(r), nil
+}
+
 // postSend posts the n datagrams seq..seq+n-1, already copied into their
 // send slots with their lengths in sLen, as one signaled list.
 func (x *endpoint) postSend(seq uint64, n int) error {

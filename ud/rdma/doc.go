@@ -95,6 +95,19 @@
 // before the completion queue is destroyed. Close closes the dup, which
 // wakes the loop.
 //
+// In Direct and DirectSpin mode there is no receive loop: one consumer
+// goroutine serves any number of receivers (ud.Filler). Fill polls the
+// completion queue into the ring. In Direct mode, when the queue is empty,
+// Fill arms it (polling once more after the arm) and clears the receiver's
+// mark in the consumer's ud.Notifier, which sleeps in one epoll_wait over
+// every line: each receiver gives it an epoll set of its own holding the
+// completion channel's fd and an eventfd, so the set's fd stays the same
+// when a rebuild replaces the channel. A completion wakes the consumer
+// directly, with no hand-off between goroutines. DirectSpin never arms nor
+// sleeps. Rebuilds happen in Fill too, without waiting: the endpoint is torn
+// down at once, and each later Fill tries to open it again once
+// Config.RebuildPoll has passed and the port is ACTIVE.
+//
 // # Events and rebuilds
 //
 // Every Sender and Receiver watches two event sources, both through

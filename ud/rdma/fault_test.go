@@ -78,6 +78,7 @@ func (st *faultStream) send(n int) {
 // drain takes what has arrived and releases it, unless the consumer holds
 // its slots.
 func (st *faultStream) drain() {
+	st.r.Fill() // Direct mode: the consumer receives (a no-op with a receive loop)
 	if st.hold {
 		return
 	}
@@ -156,13 +157,13 @@ func waitHealth(t *testing.T, what string, timeout time.Duration, ok func() bool
 }
 
 // TestFaultQPError forces the receiver's queue pair into the error state
-// mid-stream, in both receive modes. The posted receives complete with a
+// mid-stream, in the Blocking, BusyPoll and Direct modes. The posted receives complete with a
 // flush error; the receiver tears its endpoint down and opens it again on
 // the same slot memory, and the stream goes on. Four slots stay lent to the
 // consumer across the rebuild and must still hold their datagrams.
 func TestFaultQPError(t *testing.T) {
 	a := iface(t)
-	for _, mode := range []rdma.Mode{rdma.Blocking, rdma.BusyPoll} {
+	for _, mode := range []rdma.Mode{rdma.Blocking, rdma.BusyPoll, rdma.Direct} {
 		t.Run(mode.String(), func(t *testing.T) {
 			g := group()
 			r := newReceiver(t, rdma.Config{Group: g, Interface: a, RingSlots: 256, Mode: mode, CPU: -1})
@@ -198,7 +199,10 @@ func TestFaultQPError(t *testing.T) {
 			// Datagrams keep coming during the rebuild; the ring
 			// (256 slots less the 4 held) takes them.
 			st.send(100)
-			waitHealth(t, "receiver rebuilt", 15*time.Second, func() bool { return r.Health().Rebuilds >= 1 })
+			waitHealth(t, "receiver rebuilt", 15*time.Second, func() bool {
+				r.Fill() // Direct mode rebuilds in Fill
+				return r.Health().Rebuilds >= 1
+			})
 			h := r.Health()
 			for i := range held {
 				if sl := r.Peek(i); sl == nil || !bytes.Equal(sl.Data(), held[i]) {

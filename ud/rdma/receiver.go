@@ -53,6 +53,13 @@ type Receiver struct {
 
 	sup *supervisor // events and rebuilds
 
+	// A rebuild in progress (rebuild, Fill): its cause and when it began.
+	downCause Event
+	downSince time.Time
+
+	// Without a receive loop (Direct, DirectSpin): the consumer's state.
+	direct *directState
+
 	placement devices.Placement // set by run before NewReceiver returns
 
 	datagrams, bytes, polls, ringFull, truncated, errors atomic.Uint64
@@ -67,7 +74,8 @@ var _ ud.Receiver = (*Receiver)(nil)
 
 // NewReceiver opens an endpoint on the RDMA device behind cfg.Interface,
 // posts every ring slot as a receive, joins cfg.Group and starts the
-// receive loop in cfg.Mode. The error wraps ErrNoDevice, ErrPortNotActive
+// receive loop in cfg.Mode (in Direct and DirectSpin there is none: the
+// consumer receives with Fill, see direct.go). The error wraps ErrNoDevice, ErrPortNotActive
 // or ErrJoin when that is the cause.
 func NewReceiver(cfg Config) (*Receiver, error) {
 	c := cfg.withDefaults()
@@ -80,7 +88,7 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 	if err != nil {
 		return nil, &ConfigError{Field: "RingSlots", Value: c.RingSlots, Reason: err.Error()}
 	}
-	if c.Notifier != nil {
+	if c.Notifier != nil && c.Mode.Threaded() {
 		ring.SetNotifier(c.Notifier)
 	}
 	sup := newSupervisor("receiver", &c)
@@ -99,6 +107,15 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 	r := &Receiver{Lender: ud.NewLender(ring), cfg: c, x: x, ring: ring, done: make(chan struct{}),
 		repostMin: uint64(max(1, min(repostGroup, c.RingSlots/8))), sup: sup}
 	sup.cfg = &r.cfg
+	if !c.Mode.Threaded() {
+		// No receive loop: the consumer receives (Fill).
+		close(r.done)
+		if err := r.startDirect(); err != nil {
+			x.close()
+			return nil, err
+		}
+		return r, nil
+	}
 	started := make(chan error, 1)
 	go r.run(started)
 	if err := <-started; err != nil {
@@ -206,6 +223,9 @@ func (r *Receiver) Close() error {
 	}
 	r.x.wake() // wakes a Blocking loop parked in waitEvent
 	<-r.done
+	if r.direct != nil {
+		r.direct.close(r)
+	}
 	r.ring.Close()
 	r.x.close()
 	return nil
@@ -365,9 +385,29 @@ func (r *Receiver) publish(n int, nbytes uint64) {
 // valid, and the new queue pair gets the free slots, from tail (slots
 // published so far) on, in ring order. What arrived meanwhile is lost: the
 // consumer sees a gap. It returns false when the receiver was closed first.
+// The receive loop's way; a receiver without one (Fill) takes the same
+// steps without waiting.
 func (r *Receiver) rebuild(tail uint64) bool {
+	r.tearDownPending()
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 && !r.sleep(r.cfg.RebuildPoll) {
+			return false
+		}
+		if r.closed.Load() {
+			return false
+		}
+		if r.reopen(tail) {
+			return true
+		}
+	}
+}
+
+// tearDownPending destroys the endpoint's verbs objects after the event
+// that asked for it (a removed or failed device releases everything, its
+// event monitor included) and marks the receiver down.
+func (r *Receiver) tearDownPending() {
 	cause, _ := r.sup.pending()
-	since := time.Unix(0, r.sup.since.Load())
+	r.downCause, r.downSince = cause, time.Unix(0, r.sup.since.Load())
 	r.postMu.Lock()
 	r.down = true
 	removed := cause == EventDeviceRemoval || cause == EventDeviceFatal
@@ -377,45 +417,51 @@ func (r *Receiver) rebuild(tail uint64) bool {
 	if removed {
 		syncDevices()
 	}
-	log := r.sup.log.With("role", "receiver", "group", r.cfg.Group.String(), "iface", r.cfg.Interface.String())
-	log.Warn("rdma endpoint torn down, waiting for the port", "cause", cause.String())
+	r.sup.log.Warn("rdma endpoint torn down, waiting for the port", "cause", cause.String(),
+		"role", "receiver", "group", r.cfg.Group.String(), "iface", r.cfg.Interface.String())
+}
+
+// reopen tries once to open the torn-down endpoint again, and reports
+// whether it did. Events until then need no rebuild of their own.
+func (r *Receiver) reopen(tail uint64) bool {
+	// A new event from here on asks for another rebuild.
+	r.sup.cause.Store(0)
+	if d, err := LookupDevice(r.cfg.Interface); err != nil || !d.Active {
+		if errors.Is(err, ErrNoDevice) {
+			syncDevices()
+		}
+		return false
+	}
 	size := uint64(r.ring.Cap())
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 && !r.sleep(r.cfg.RebuildPoll) {
-			return false
+	r.postMu.Lock()
+	rel := r.released.Load()
+	err := r.x.open(&r.cfg, false, tail, int(rel+size-tail))
+	if err == nil {
+		r.reposted.Store(rel)
+		r.down = false
+	}
+	r.postMu.Unlock()
+	if err != nil {
+		r.sup.h.rebuildFailed()
+		r.sup.log.Warn("rdma endpoint rebuild failed", "err", err,
+			"role", "receiver", "group", r.cfg.Group.String(), "iface", r.cfg.Interface.String())
+		if errors.Is(err, ErrNoDevice) || errors.Is(err, ErrPortNotActive) {
+			syncDevices()
 		}
-		if r.closed.Load() {
-			return false
+		return false
+	}
+	if r.direct != nil {
+		if err := r.direct.rewatch(r.x); err != nil {
+			r.fail(err)
 		}
-		// A new event from here on asks for another rebuild.
-		r.sup.cause.Store(0)
-		if d, err := LookupDevice(r.cfg.Interface); err != nil || !d.Active {
-			continue
-		}
-		r.postMu.Lock()
-		rel := r.released.Load()
-		err := r.x.open(&r.cfg, false, tail, int(rel+size-tail))
-		if err == nil {
-			r.reposted.Store(rel)
-			r.down = false
-		}
-		r.postMu.Unlock()
-		if err != nil {
-			r.sup.h.rebuildFailed()
-			log.Warn("rdma endpoint rebuild failed", "err", err)
-			if errors.Is(err, ErrNoDevice) || errors.Is(err, ErrPortNotActive) {
-				syncDevices()
-			}
-			continue
-		}
-		break
 	}
 	r.repost() // what the consumer released while the lock was not held
-	outage := time.Since(since)
+	outage := time.Since(r.downSince)
 	r.sup.h.down.Store(false) // before the count: Health never shows a rebuild still down
 	r.sup.h.rebuilt(outage)
-	log.Info("rdma endpoint rebuilt", "cause", cause.String(), "outage", outage.String(),
-		"device", r.x.dev.Name, "port", r.x.dev.Port)
+	r.sup.log.Info("rdma endpoint rebuilt", "cause", r.downCause.String(), "outage", outage.String(),
+		"device", r.x.dev.Name, "port", r.x.dev.Port,
+		"role", "receiver", "group", r.cfg.Group.String(), "iface", r.cfg.Interface.String())
 	return true
 }
 

@@ -63,6 +63,10 @@ func (r *e2eReport) add(line string) {
 	}
 }
 
+// e2eModes is each subscriber's receive mode in the end-to-end run
+// (guest-init.sh).
+var e2eModes = map[string]string{"sub1": "blocking", "sub2": "direct"}
+
 // subSummary is the part of the subscriber's summary line checked here.
 type subSummary struct {
 	Role             string  `json:"role"`
@@ -86,6 +90,9 @@ type subSummary struct {
 	FirstVerifyError string  `json:"first_verify_error"`
 	ElapsedS         float64 `json:"elapsed_s"`
 	MsgsPerS         float64 `json:"msgs_per_s"`
+	LatencyP50       float64 `json:"latency_p50_us"`
+	LatencyP99       float64 `json:"latency_p99_us"`
+	RecvToRelP50     float64 `json:"stage_receive_to_release_p50_us"`
 	ExitReason       string  `json:"exit_reason"`
 	OK               bool    `json:"ok"`
 }
@@ -137,6 +144,12 @@ func (r *runner) checkE2E(rep *e2eReport, counters map[string][2]int64, testsSen
 		r.printE2EMargin(fh)
 	}
 	maxPacketsA, noRecovery := r.checkE2ESubscribers(subs, want, limited, bad)
+	for _, n := range e2eProcs[:2] {
+		if s := subs[n]; s != nil {
+			fmt.Printf("  %s (%s mode): latency p50 %.0f us, p99 %.0f us; receive to release p50 %.0f us\n",
+				n, e2eModes[n], s.LatencyP50, s.LatencyP99, s.RecvToRelP50)
+		}
+	}
 	if limited {
 		return bad.list // the counters account for a finished run only
 	}
