@@ -2,6 +2,7 @@ package ud
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,7 +31,9 @@ type Notifier struct {
 	wake    chan struct{}
 	timer   *time.Timer
 
-	// Set up by the first Watch; consumer only afterwards.
+	// Set up by the first Watch; consumer only afterwards, but for evfd,
+	// which Signal reads under evMu.
+	evMu       sync.RWMutex
 	epfd, evfd int
 	ready      []bool // by watch index: epoll reported the descriptor readable
 	events     []unix.EpollEvent
@@ -68,7 +71,9 @@ func (n *Notifier) Watch(fd int) (int, error) {
 			unix.Close(ep)
 			return 0, fmt.Errorf("ud: epoll_ctl eventfd: %w", err)
 		}
+		n.evMu.Lock()
 		n.epfd, n.evfd = ep, ev
+		n.evMu.Unlock()
 	}
 	i := len(n.ready)
 	if err := unix.EpollCtl(n.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}); err != nil {
@@ -105,12 +110,18 @@ func (n *Notifier) SetAllReady() {
 	}
 }
 
-// Close releases the epoll set and the eventfd, if Watch made them.
+// Close releases the epoll set and the eventfd, if Watch made them. A
+// producer may still Signal (a recovery answer arriving while the consumer
+// closes): evMu keeps it from writing to an eventfd being closed, whose
+// number the process could reuse.
 func (n *Notifier) Close() {
 	if n.epfd >= 0 {
-		unix.Close(n.epfd)
+		n.evMu.Lock()
 		unix.Close(n.evfd)
-		n.epfd, n.evfd = -1, -1
+		n.evfd = -1
+		n.evMu.Unlock()
+		unix.Close(n.epfd)
+		n.epfd = -1
 	}
 }
 
@@ -119,11 +130,16 @@ func (n *Notifier) Close() {
 // answers) call it too.
 func (n *Notifier) Signal() {
 	if n.waiting.Load() {
+		// Only while the consumer sleeps: the lock costs nothing on the
+		// busy path.
+		n.evMu.RLock()
 		if n.evfd >= 0 {
 			one := [8]byte{1}
 			_, _ = unix.Write(n.evfd, one[:])
+			n.evMu.RUnlock()
 			return
 		}
+		n.evMu.RUnlock()
 		select {
 		case n.wake <- struct{}{}:
 		default:

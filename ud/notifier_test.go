@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tickcast/tickcast/internal/testenv"
 )
 
@@ -74,4 +76,47 @@ func TestNotifierWakesOnAnyRing(t *testing.T) {
 			n.Wait(time.Microsecond, nil, poll)
 		}
 	})
+}
+
+// TestNotifierSignalWhileClosing: a producer that signals while the
+// consumer closes its Notifier (a recovery answer arriving as a subscriber
+// closes) must not touch the eventfd being closed. The race detector run
+// (go test -race) fails this test without the lock Close and Signal share.
+func TestNotifierSignalWhileClosing(t *testing.T) {
+	for i := 0; i < 100; i++ {
+		n := NewNotifier()
+		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Watch(fd); err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		signalled := make(chan int)
+		go func() {
+			k := 0
+			for {
+				select {
+				case <-stop:
+					signalled <- k
+					return
+				default:
+				}
+				n.Signal()
+				k++
+			}
+		}()
+		// The consumer waits (so Signal writes the eventfd), then closes.
+		for w := 0; w < 3; w++ {
+			n.Wait(time.Millisecond, nil, func() int { return 0 })
+		}
+		n.waiting.Store(true) // a Signal in flight from the last wait
+		n.Close()
+		close(stop)
+		if k := <-signalled; k == 0 {
+			t.Fatalf("round %d: the producer never signalled", i)
+		}
+		unix.Close(fd)
+	}
 }
