@@ -264,6 +264,10 @@ var ErrUnknownInstrument = errors.New("instrument has no definition")
 // packet goes out when it is full (this call may send) or at the next Flush
 // or Poll. Publish does not allocate, except to grow the instrument table
 // when a definition names a new, larger instrument id.
+//
+// An error wrapping ErrSend means m was published all the same: it is
+// sequenced and in its packet, and the packets a line failed to send were
+// handed to OnPacket first, so subscribers recover them.
 func (p *Publisher) Publish(m *feed.Msg, nowNs int64) error {
 	if p.ended {
 		return ErrEnded
@@ -287,11 +291,15 @@ func (p *Publisher) Publish(m *feed.Msg, nowNs int64) error {
 	n := feed.Size(m.Type)
 	b := pc.builders[pc.queued]
 	dst := b.Reserve(n)
+	// A send that fails while making room (ErrSend) has still sequenced
+	// and stored the full packets: m goes into the next one all the same,
+	// and the error is returned once m is in. Returning before that would
+	// drop m between the source and the sequencer, where no recovery can
+	// find it.
+	var sendErr error
 	if dst == nil {
 		p.stats.FlushFull++
-		if err := p.closePacket(pc, nowNs); err != nil {
-			return err
-		}
+		sendErr = p.closePacket(pc, nowNs)
 		b = pc.builders[pc.queued]
 		if dst = b.Reserve(n); dst == nil {
 			return fmt.Errorf("tickcast: channel %d: a %d-byte message does not fit an empty packet", pc.idx, n)
@@ -307,22 +315,23 @@ func (p *Publisher) Publish(m *feed.Msg, nowNs int64) error {
 	}
 	p.stats.Messages++
 	pc.messages++
-	return nil
+	return sendErr
 }
 
 // closePacket finishes the open packet and opens the next one in the queue,
-// sending the queue when it is full.
+// sending the queue when it is full. The next packet is open even when the
+// send fails: send's error is a transport's, after the packets were
+// sequenced and stored.
 func (p *Publisher) closePacket(pc *pubChannel, nowNs int64) error {
 	next := pc.builders[pc.queued].NextSeq()
 	pc.builders[pc.queued].Finish()
 	pc.queued++
+	var err error
 	if pc.queued == len(pc.builders) {
-		if err := p.send(pc, nowNs); err != nil {
-			return err
-		}
+		err = p.send(pc, nowNs)
 	}
 	pc.builders[pc.queued].Start(pc.session, next)
-	return nil
+	return err
 }
 
 // send stamps and sends every finished packet of pc (and the open one if it

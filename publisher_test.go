@@ -3,12 +3,14 @@ package tickcast
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/feed/verify"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/udp"
@@ -310,4 +312,91 @@ func (l *limited) Next(m *feed.Msg) error {
 		l.n--
 	}
 	return err
+}
+
+// flakySender fails every send whose call number (from 0) is in a failing
+// third of each run of six, as a line whose port goes down now and then.
+type flakySender struct {
+	ud.Sender
+	calls *int
+}
+
+func (f flakySender) Send(pkts [][]byte) error {
+	n := *f.calls
+	*f.calls++
+	if n%6 >= 4 {
+		return errors.New("rdma: send: port not active")
+	}
+	return f.Sender.Send(pkts)
+}
+
+// TestPublishKeepsMessageWhenSendFails: when Publish finds the open packet
+// full and the send that makes room fails, the message still goes into the
+// next packet. The retransmission store (OnPacket) must see every message
+// of the source, in order, under the sequence and instrument sequence it
+// should have: a failed send is recovered from the store, never a message
+// that silently vanished between the source and the sequencer.
+func TestPublishKeepsMessageWhenSendFails(t *testing.T) {
+	for _, batch := range []int{1, 4} {
+		t.Run(fmt.Sprintf("batch%d", batch), func(t *testing.T) {
+			ga, _ := testGroups(t)
+			const count = 3000
+			cfg := feed.SyntheticConfig{Seed: 7, Instruments: 9, Channels: 1, Count: count}
+			v, err := verify.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			open := udp.Senders(udp.Config{})
+			calls := 0
+			next := uint64(1)
+			var bad error
+			pub, err := NewPublisher(PublisherConfig{
+				Channels: 1, GroupA: ga, MaxDatagram: 200, SendBatch: batch,
+				NewSender: func(id LineID) (ud.Sender, error) {
+					s, err := open(id)
+					return flakySender{s, &calls}, err
+				},
+				OnPacket: func(_ int, _ mold.Session, first uint64, pkt []byte) {
+					p, err := mold.Parse(pkt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					it := p.Iter()
+					for b, seq, ok := it.Next(); ok; b, seq, ok = it.Next() {
+						if seq != next && bad == nil {
+							bad = fmt.Errorf("stored sequence %d, want %d", seq, next)
+						}
+						if err := v.Check(0, seq, b); err != nil && bad == nil {
+							bad = err
+						}
+						next = seq + 1
+					}
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pub.Close()
+			src, _ := feed.NewSynthetic(cfg)
+			failed := 0
+			if err := pub.Run(context.Background(), src, RunConfig{OnError: func(err error) {
+				if !errors.Is(err, ErrSend) {
+					t.Errorf("reported %v, want only send errors", err)
+				}
+				failed++
+			}}); err != nil {
+				t.Fatalf("Run stopped: %v", err)
+			}
+			if failed == 0 || pub.Stats().FlushFull == 0 {
+				t.Fatalf("%d send errors, %d full packets: the test did not exercise a failed send on a full packet", failed, pub.Stats().FlushFull)
+			}
+			if bad != nil {
+				t.Fatalf("after %d failed sends: %v", failed, bad)
+			}
+			if next != count+1 {
+				t.Fatalf("the store holds sequences 1..%d, want 1..%d", next-1, count)
+			}
+			t.Logf("%d messages stored in order across %d failed sends and %d full packets", count, failed, pub.Stats().FlushFull)
+		})
+	}
 }
