@@ -32,6 +32,48 @@ func testGroup(t *testing.T) netip.AddrPort {
 // loopback multicast, the synthetic source) and a verifying subscriber
 // joined to it, and checks that the subscriber received every message,
 // each as the synthetic feed defines it, and the feed handler's summary.
+// verifiedSummary is the part of a verifying subscriber's summary the
+// end-to-end tests check.
+type verifiedSummary struct {
+	Received  uint64 `json:"received"`
+	Missing   uint64 `json:"missing"`
+	Recovered uint64 `json:"recovered"`
+	VerifyOK  bool   `json:"verify_ok"`
+	VerifyErr string `json:"first_verify_error"`
+}
+
+// verifyingSubscriber starts a subscriber on h's channels that verifies
+// count synthetic messages (seed, instruments) and recovers over h's NATS
+// server. The function it returns waits for the subscriber to end, fails
+// the test if it exited non-zero, and returns its summary.
+func verifyingSubscriber(t *testing.T, h *FeedHandler, group netip.AddrPort, channels int, seed uint64, instruments int, count uint64) func() verifiedSummary {
+	t.Helper()
+	var s subapp.Settings
+	if err := cliconf.Defaults(&s); err != nil {
+		t.Fatal(err)
+	}
+	s.Channels, s.Group, s.Verify, s.Seed, s.Instruments, s.Expect = channels, group.String(), true, seed, instruments, count
+	s.NATSURL, s.Format, s.MetricsAddr = h.NATSURL(), "none", ""
+	out := new(bytes.Buffer)
+	sub, err := subapp.New(s, zerolog.Nop(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() { done <- sub.Run(context.Background()) }()
+	return func() verifiedSummary {
+		t.Helper()
+		if code := <-done; code != 0 {
+			t.Errorf("subscriber exit %d: %s", code, out.String())
+		}
+		var got verifiedSummary
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatalf("subscriber summary: %v: %q", err, out.String())
+		}
+		return got
+	}
+}
+
 func TestEmbedded(t *testing.T) {
 	const channels, instruments, count, seed = 3, 40, 3000, 7
 	group := testGroup(t)
@@ -50,35 +92,12 @@ func TestEmbedded(t *testing.T) {
 	}
 	defer h.Close()
 
-	var s subapp.Settings
-	if err := cliconf.Defaults(&s); err != nil {
-		t.Fatal(err)
-	}
-	s.Channels, s.Group, s.Verify, s.Seed, s.Instruments, s.Expect = channels, group.String(), true, seed, instruments, count
-	s.NATSURL, s.Format, s.MetricsAddr = h.NATSURL(), "none", ""
-	var out bytes.Buffer
-	sub, err := subapp.New(s, zerolog.Nop(), &out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	subDone := make(chan int, 1)
-	go func() { subDone <- sub.Run(context.Background()) }()
-
+	wait := verifyingSubscriber(t, h, group, channels, seed, instruments, count)
 	sum, err := h.Run(context.Background())
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, logs.String())
 	}
-	if code := <-subDone; code != 0 {
-		t.Errorf("subscriber exit %d: %s", code, out.String())
-	}
-	var got struct {
-		Received uint64 `json:"received"`
-		Missing  uint64 `json:"missing"`
-		VerifyOK bool   `json:"verify_ok"`
-	}
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatalf("subscriber summary: %v: %q", err, out.String())
-	}
+	got := wait()
 	if got.Received != count || got.Missing != 0 || !got.VerifyOK {
 		t.Errorf("subscriber got %+v, want %d messages verified, none missing", got, count)
 	}

@@ -1,9 +1,7 @@
 package fh
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -12,8 +10,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/feed"
-	"github.com/tickcast/tickcast/internal/cliconf"
-	"github.com/tickcast/tickcast/internal/subapp"
 	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/ud"
 )
@@ -54,7 +50,10 @@ func TestSendOutageRecovered(t *testing.T) {
 	var logs testenv.SyncBuffer
 	h, err := New(Config{
 		Source: syn, Channels: channels, GroupA: group, Rate: 40000, MaxDelay: time.Millisecond,
-		NATSListen: "127.0.0.1:0", Linger: 300 * time.Millisecond, Log: zerolog.New(&logs),
+		// Small packets, so that a send fails on a full packet too, not only
+		// at a flush.
+		MaxDatagram: 256,
+		NATSListen:  "127.0.0.1:0", Linger: 300 * time.Millisecond, Log: zerolog.New(&logs),
 		wrapSender: func(next ud.NewSenderFunc) ud.NewSenderFunc {
 			return func(id tickcast.LineID) (ud.Sender, error) {
 				s, err := next(id)
@@ -70,19 +69,7 @@ func TestSendOutageRecovered(t *testing.T) {
 	}
 	defer h.Close()
 
-	var s subapp.Settings
-	if err := cliconf.Defaults(&s); err != nil {
-		t.Fatal(err)
-	}
-	s.Channels, s.Group, s.Verify, s.Seed, s.Instruments, s.Expect = channels, group.String(), true, seed, instruments, count
-	s.NATSURL, s.Format, s.MetricsAddr = h.NATSURL(), "none", ""
-	var out bytes.Buffer
-	sub, err := subapp.New(s, zerolog.Nop(), &out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	subDone := make(chan int, 1)
-	go func() { subDone <- sub.Run(context.Background()) }()
+	wait := verifyingSubscriber(t, h, group, channels, seed, instruments, count)
 	go func() {
 		time.Sleep(500 * time.Millisecond)
 		on.Store(true)
@@ -92,19 +79,7 @@ func TestSendOutageRecovered(t *testing.T) {
 	if _, err := h.Run(context.Background()); err != nil {
 		t.Fatalf("Run: %v\n%s", err, logs.String())
 	}
-	if code := <-subDone; code != 0 {
-		t.Errorf("subscriber exit %d: %s", code, out.String())
-	}
-	var got struct {
-		Received  uint64 `json:"received"`
-		Missing   uint64 `json:"missing"`
-		Recovered uint64 `json:"recovered"`
-		VerifyOK  bool   `json:"verify_ok"`
-		VerifyErr string `json:"first_verify_error"`
-	}
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatalf("subscriber summary: %v: %q", err, out.String())
-	}
+	got := wait()
 	t.Logf("sends failed for %d datagrams; subscriber %+v", failed.Load(), got)
 	if failed.Load() == 0 {
 		t.Fatalf("the outage failed no send: the run ended before it?")

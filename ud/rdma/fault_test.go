@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -268,6 +269,24 @@ func TestFaultSenderQPError(t *testing.T) {
 	}
 }
 
+// flappableLink returns the function that sets the link under the device
+// of interface a up or down, and makes sure the link is up again, and the
+// port ACTIVE, when the test ends, even when it fails.
+func flappableLink(t *testing.T, a netip.Addr) func(state string) error {
+	t.Helper()
+	_, link := netdevLink(t)
+	t.Cleanup(func() {
+		if err := link("up"); err != nil {
+			t.Errorf("restoring the link: %v", err)
+		}
+		waitHealth(t, "port active again", 10*time.Second, func() bool {
+			d, err := rdma.LookupDevice(a)
+			return err == nil && d.Active
+		})
+	})
+	return link
+}
+
 // TestFaultFlapReceiverKeepsQP: across a link flap the receiver keeps its
 // queue pair (it counts the port error but does not rebuild: a test hook)
 // while the sender rebuilds. On Soft-RoCE such a queue pair survives; every
@@ -275,17 +294,7 @@ func TestFaultSenderQPError(t *testing.T) {
 // interruption counted exactly.
 func TestFaultFlapReceiverKeepsQP(t *testing.T) {
 	a := iface(t)
-	_, link := netdevLink(t)
-	portActive := func() bool {
-		d, err := rdma.LookupDevice(a)
-		return err == nil && d.Active
-	}
-	t.Cleanup(func() {
-		if err := link("up"); err != nil {
-			t.Errorf("restoring the link: %v", err)
-		}
-		waitHealth(t, "port active again", 10*time.Second, portActive)
-	})
+	link := flappableLink(t, a)
 	g := group()
 	r := newReceiver(t, rdma.Config{Group: g, Interface: a, RingSlots: 256})
 	rdma.KeepOnPortDown(r)
@@ -328,20 +337,7 @@ func TestFaultFlapReceiverKeepsQP(t *testing.T) {
 // the test fails.
 func TestFaultLinkFlap(t *testing.T) {
 	a := iface(t)
-	_, link := netdevLink(t)
-	portActive := func() bool {
-		d, err := rdma.LookupDevice(a)
-		return err == nil && d.Active
-	}
-	t.Cleanup(func() {
-		if err := link("up"); err != nil {
-			t.Errorf("restoring the link: %v", err)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for !portActive() && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
+	link := flappableLink(t, a)
 
 	g := group()
 	r := newReceiver(t, rdma.Config{Group: g, Interface: a, RingSlots: 256})
