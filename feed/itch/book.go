@@ -68,6 +68,26 @@ type Top struct {
 	HasBid, HasAsk     bool
 }
 
+// levelChange says how a book operation changed a side's levels.
+type levelChange uint8
+
+const (
+	levelSame    levelChange = iota // nothing changed
+	levelChanged                    // an existing level's orders or shares changed
+	levelNew                        // a level was inserted
+	levelGone                       // a level was removed
+)
+
+// levelEvent is what the last book operation did to the levels of the side
+// it touched, for Source.depth: how, at which level counted from the best
+// (0), and the price of a removed level. A replace touches two levels and
+// leaves only its add's here.
+type levelEvent struct {
+	kind  levelChange
+	pos   int
+	price uint32
+}
+
 // book is one stock's aggregated price levels. Each side is sorted so that
 // its best level is last: most changes happen near the top, so inserts and
 // removals shift few elements, and the best level is read in O(1).
@@ -99,6 +119,7 @@ type Books struct {
 	high     int
 	levels   levelArena
 	books    []book // by stock locate, grown to the highest seen; held inline, one memory access fewer per event
+	last     levelEvent
 }
 
 // NewBooks returns empty books whose order table holds up to capacity live
@@ -238,6 +259,7 @@ func (b *Books) addLevel(bk *book, s byte, price, shares uint32) {
 	if ok {
 		(*lv)[i].Orders++
 		(*lv)[i].Shares += uint64(shares)
+		b.last = levelEvent{kind: levelChanged, pos: len(*lv) - 1 - i}
 		return
 	}
 	if len(*lv) == cap(*lv) {
@@ -246,29 +268,38 @@ func (b *Books) addLevel(bk *book, s byte, price, shares uint32) {
 	*lv = append(*lv, Level{})
 	copy((*lv)[i+1:], (*lv)[i:])
 	(*lv)[i] = Level{Price: price, Orders: 1, Shares: uint64(shares)}
+	b.last = levelEvent{kind: levelNew, pos: len(*lv) - 1 - i}
 }
 
-// reduceLevel removes shares at price and, if gone, one order.
-func (bk *book) reduceLevel(s byte, price, shares uint32, gone bool) {
+// reduceLevel removes shares at price and, if gone, one order, and says
+// what that did.
+func (bk *book) reduceLevel(s byte, price, shares uint32, gone bool) levelEvent {
 	lv, bid := bk.side(s)
 	i, ok := levelIndex(*lv, price, bid)
 	if !ok {
 		// Cannot happen: every live order is in its level.
 		panic(fmt.Sprintf("itch: book has no %c level at %d", s, price))
 	}
+	ev := levelEvent{pos: len(*lv) - 1 - i}
 	l := &(*lv)[i]
 	l.Shares -= uint64(shares)
 	if gone {
 		l.Orders--
 	}
-	if l.Orders == 0 {
+	switch {
+	case l.Orders == 0:
+		ev.kind, ev.price = levelGone, price
 		*lv = append((*lv)[:i], (*lv)[i+1:]...)
+	case shares != 0 || gone:
+		ev.kind = levelChanged
 	}
+	return ev
 }
 
 // Add adds a new order. A zero-share order is added too (it holds a level's
 // order count until deleted), as the feed may later replace it.
 func (b *Books) Add(locate uint16, ref uint64, side byte, shares, price uint32) Result {
+	b.last = levelEvent{}
 	if side != 'B' && side != 'S' {
 		return BadSide
 	}
@@ -305,11 +336,11 @@ func (b *Books) reduce(i int, shares uint32) Result {
 		if shares > o.Shares {
 			res = Excess
 		}
-		bk.reduceLevel(o.Side, o.Price, o.Shares, true)
+		b.last = bk.reduceLevel(o.Side, o.Price, o.Shares, true)
 		b.remove(i)
 		return res
 	}
-	bk.reduceLevel(o.Side, o.Price, shares, false)
+	b.last = bk.reduceLevel(o.Side, o.Price, shares, false)
 	o.Shares -= shares
 	return OK
 }
@@ -317,6 +348,7 @@ func (b *Books) reduce(i int, shares uint32) Result {
 // Execute takes shares off an order that traded. It returns the order as it
 // was before (its side and price price the trade).
 func (b *Books) Execute(locate uint16, ref uint64, shares uint32) (Order, Result) {
+	b.last = levelEvent{}
 	i, res := b.lookup(locate, ref)
 	if res != OK {
 		return Order{}, res
@@ -333,12 +365,13 @@ func (b *Books) Cancel(locate uint16, ref uint64, shares uint32) (Order, Result)
 
 // Delete removes an order. It returns the order as it was.
 func (b *Books) Delete(locate uint16, ref uint64) (Order, Result) {
+	b.last = levelEvent{}
 	i, res := b.lookup(locate, ref)
 	if res != OK {
 		return Order{}, res
 	}
 	o := b.slots[i]
-	b.books[o.Locate].reduceLevel(o.Side, o.Price, o.Shares, true)
+	b.last = b.books[o.Locate].reduceLevel(o.Side, o.Price, o.Shares, true)
 	b.remove(i)
 	return o, OK
 }

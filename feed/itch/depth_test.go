@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/feed/itch/itchgen"
 )
 
 // levelKey names a price level of one side of one stock in deltaModel.
@@ -282,4 +283,78 @@ func snippetBytes(t *testing.T) []byte {
 		t.Skipf("the real ITCH snippet is not here: %v", err)
 	}
 	return in
+}
+
+// sameOutput runs two Sources over the same input, one computing each
+// event's level deltas from the level it touched (the default), the other
+// exhaustive: merging the side's top before and after every event. Every
+// normalized message must be the same, in the same order; it returns how
+// many level deltas there were.
+func sameOutput(t *testing.T, fast, ref *Source) int {
+	t.Helper()
+	ref.exhaustive = true
+	deltas := 0
+	var a, b feed.Msg
+	for i := 0; ; i++ {
+		ea, eb := fast.Next(&a), ref.Next(&b)
+		if ea != nil || eb != nil {
+			if ea != io.EOF || eb != io.EOF {
+				t.Fatalf("message %d: %v, reference %v", i, ea, eb)
+			}
+			return deltas
+		}
+		if a != b {
+			t.Fatalf("message %d (ITCH message %d):\n%+v\nreference (merge):\n%+v", i, fast.Stats().Messages, a, b)
+		}
+		if a.Type == feed.TypeLevelDelta {
+			deltas++
+		}
+	}
+}
+
+// TestDepthPerEventMatchesMerge: the level deltas and quotes computed from
+// the one level an event touched are exactly those of merging the side's
+// top before and after it, on random order flows at every depth from 0 to
+// MaxDepth and on a generated day.
+func TestDepthPerEventMatchesMerge(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 8))
+	clock := func() int64 { return 0 }
+	deltas := 0
+	for run := range 200 {
+		depth := run % (MaxDepth + 1)
+		if run%3 == 0 {
+			depth = run % 12
+		}
+		stocks := uint16(1 + r.IntN(4))
+		in := randomOrders(r, 1+r.IntN(800), stocks)
+		open := func() *Source {
+			src, err := NewSource(bytes.NewReader(in), Config{OrderCapacity: 1 << 16, Depth: depth, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return src
+		}
+		deltas += sameOutput(t, open(), open())
+	}
+	n := 600_000
+	if testing.Short() {
+		n = 100_000
+	}
+	cfg := itchgen.Config{Seed: 5, Stocks: 300, Orders: 30_000, Messages: uint64(n)}
+	for _, depth := range []int{1, 10} {
+		open := func() *Source {
+			src, err := NewMessageSource(newGenReader(t, cfg, 1<<16), Config{Depth: depth, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return src
+		}
+		fast := open()
+		d := sameOutput(t, fast, open())
+		if d == 0 || fast.Stats().Messages < uint64(n) {
+			t.Fatalf("generated day at depth %d: %d ITCH messages, %d deltas", depth, fast.Stats().Messages, d)
+		}
+		deltas += d
+	}
+	t.Logf("%d level deltas the same", deltas)
 }

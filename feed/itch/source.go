@@ -133,10 +133,6 @@ type instrument struct {
 	state       byte // last trading state from an 'H' message, or 0
 	quoted      bool // a quote was published
 	last        Top  // the last quote published
-	// depth is, per side (bids, asks), the top levels as the level deltas
-	// published so far describe them, best first; each allocated once, with
-	// capacity Config.Depth, when the side first changes.
-	depth [2][]Level
 }
 
 // tradingState returns the state to publish: the last from an 'H' message,
@@ -186,6 +182,19 @@ type Source struct {
 	recvNs      int64 // RecvNs of the ITCH message being normalized
 	ahead       readAhead
 	lastNs      int64 // ITCH timestamp of the last message read
+
+	// snap is the top Config.Depth levels (best first) of the side an
+	// order event is about to change, copied before a replace, which
+	// touches two levels: its deltas are the difference between snap and
+	// the side after it. Every other order event touches one level, whose
+	// deltas follow from Books.last alone. snapped says snap is taken.
+	snap    [MaxDepth]Level
+	snapN   int
+	snapped bool
+	// exhaustive takes the snapshot before every order event and merges
+	// after it, the replace's way: the reference the tests compare the
+	// per-event deltas with.
+	exhaustive bool
 }
 
 // NewSource returns a Source reading r, plain or gzip-compressed (told apart
@@ -340,6 +349,7 @@ func (s *Source) handle(b []byte, off int64) error {
 		}
 	}
 	s.recvNs = s.cfg.Clock()
+	s.snapped = false
 	locate := m.StockLocate()
 	ns := m.Timestamp()
 	s.lastNs = ns
@@ -387,10 +397,16 @@ func (s *Source) handle(b []byte, off int64) error {
 	case TypeAddOrder, TypeAddOrderMPID:
 		s.define(m)
 		a := m.AddOrder()
+		if s.exhaustive {
+			s.snapshot(locate, a.Side())
+		}
 		s.count(t, s.books.Add(locate, a.OrderRef(), a.Side(), a.Shares(), a.Price()))
-		s.changed(locate, a.Side(), ns)
+		s.changed(locate, a.Side(), ns, false)
 	case TypeOrderExecuted, TypeOrderExecutedPrice:
 		e := m.OrderExecuted()
+		if s.exhaustive {
+			s.snapshotOrder(locate, e.OrderRef())
+		}
 		o, res := s.books.Execute(locate, e.OrderRef(), e.Shares())
 		if !s.count(t, res) {
 			break
@@ -399,31 +415,38 @@ func (s *Source) handle(b []byte, off int64) error {
 		if printable, p, ok := e.WithPrice(); ok {
 			if printable != 'Y' {
 				s.stats.NotPrintable++
-				s.changed(locate, o.Side, ns)
+				s.changed(locate, o.Side, ns, false)
 				break
 			}
 			px = p
 		}
 		tr := s.push(feed.TypeTrade, locate, ns, 0)
 		tr.Trade = feed.Trade{Px: int64(px), Size: uint64(e.Shares()), MatchID: e.MatchNumber(), Aggressor: opposite(o.Side)}
-		s.changed(locate, o.Side, ns)
+		s.changed(locate, o.Side, ns, false)
 	case TypeOrderCancel:
 		c := m.OrderCancel()
+		if s.exhaustive {
+			s.snapshotOrder(locate, c.OrderRef())
+		}
 		o, res := s.books.Cancel(locate, c.OrderRef(), c.Shares())
 		if s.count(t, res) {
-			s.changed(locate, o.Side, ns)
+			s.changed(locate, o.Side, ns, false)
 		}
 	case TypeOrderDelete:
+		if s.exhaustive {
+			s.snapshotOrder(locate, m.OrderDelete().OrderRef())
+		}
 		o, res := s.books.Delete(locate, m.OrderDelete().OrderRef())
 		if s.count(t, res) {
-			s.changed(locate, o.Side, ns)
+			s.changed(locate, o.Side, ns, false)
 		}
 	case TypeOrderReplace:
 		u := m.OrderReplace()
+		s.snapshotOrder(locate, u.OriginalRef())
 		o, res := s.books.Replace(locate, u.OriginalRef(), u.NewRef(), u.Shares(), u.Price())
 		if res != Unknown && res != WrongStock {
 			// The original left the book even if the new order was refused.
-			s.changed(locate, o.Side, ns)
+			s.changed(locate, o.Side, ns, true)
 		}
 		s.count(t, res)
 	case TypeTrade:
@@ -480,12 +503,18 @@ func (s *Source) count(t Type, res Result) bool {
 // changed publishes what an order event on side ('B' or 'S') of stock
 // locate changed: the level deltas of that side's top Config.Depth levels,
 // then the quote. An order event changes one side only (a replace keeps
-// its side).
-func (s *Source) changed(locate uint16, side byte, ns int64) {
+// its side). replace says the event was a replace, which touches two
+// levels: Books.last tells only of the second.
+func (s *Source) changed(locate uint16, side byte, ns int64, replace bool) {
 	if s.cfg.Depth > 0 {
-		s.depth(locate, side, ns)
+		if s.snapped {
+			s.merge(locate, side, ns, s.snap[:s.snapN])
+		} else if !replace {
+			s.depth(locate, side, ns)
+		}
 	}
-	s.quote(locate, ns)
+	s.quote(locate, ns, replace || s.exhaustive)
+	s.snapped = false
 }
 
 // maxDeltas is the most level deltas one ITCH message makes. It touches
@@ -495,36 +524,90 @@ func (s *Source) changed(locate uint16, side byte, ns int64) {
 // pulls into it.
 const maxDeltas = 4
 
-// depth publishes a level delta for each of side's top Config.Depth levels
-// of stock locate whose price, shares or orders differ from what the deltas
-// published so far describe (instrument.depth): a merge of the two lists,
-// both best first. A price in the published list only is deleted (its
-// level is gone, or was pushed below the top); a price in the book's top
-// only is new (a new level, or one pulled up into the top); a price in
-// both whose orders or shares differ is changed. It costs O(Depth) and
-// does not allocate once the side's list exists.
-func (s *Source) depth(locate uint16, side byte, ns int64) {
-	k, bid := 0, true
-	switch side {
-	case 'B':
-	case 'S':
-		k, bid = 1, false
-	default:
+// bookSide returns side ('B' or 'S') of stock locate's book, best last, and
+// whether it is a bid side; nil for a side that never held an order.
+func (s *Source) bookSide(locate uint16, side byte) ([]Level, bool) {
+	if int(locate) >= len(s.books.books) {
+		return nil, side == 'B'
+	}
+	p, bid := s.books.books[locate].side(side)
+	return *p, bid
+}
+
+// snapshot copies the top Config.Depth levels of side of stock locate
+// into snap, best first, for merge.
+func (s *Source) snapshot(locate uint16, side byte) {
+	if s.cfg.Depth == 0 || (side != 'B' && side != 'S') {
 		return
 	}
-	in := s.instrument(locate)
-	if !in.defined {
+	lv, _ := s.bookSide(locate, side)
+	n := min(len(lv), s.cfg.Depth)
+	for j := range n {
+		s.snap[j] = lv[len(lv)-1-j]
+	}
+	s.snapN, s.snapped = n, true
+}
+
+// snapshotOrder takes the snapshot of the side of live order ref, if it
+// belongs to stock locate (otherwise the event changes nothing).
+func (s *Source) snapshotOrder(locate uint16, ref uint64) {
+	if s.cfg.Depth == 0 {
+		return
+	}
+	if o, ok := s.books.Order(ref); ok && o.Locate == locate {
+		s.snapshot(locate, o.Side)
+	}
+}
+
+// depth publishes the level deltas of side's top Config.Depth levels of
+// stock locate that the last book operation (Books.last), which touched
+// one level, made: nothing below the top; a changed level; a new level,
+// and the level it pushed out of the top; a removed level, and the level
+// it pulled into the top. These are exactly the deltas merge would find
+// between the top before and after (TestDepthPerEventMatchesMerge), at
+// O(1) instead of O(Depth), and with no copy of the top kept per stock.
+func (s *Source) depth(locate uint16, side byte, ns int64) {
+	ev := s.books.last
+	d := s.cfg.Depth
+	if ev.kind == levelSame || ev.pos >= d || (side != 'B' && side != 'S') {
+		return
+	}
+	if !s.instrument(locate).defined {
 		return // as in quote: no order event reaches a book before its add defined it
 	}
-	var lv []Level // the book's side, best last
-	if int(locate) < len(s.books.books) {
-		p, _ := s.books.books[locate].side(side)
-		lv = *p
+	lv, _ := s.bookSide(locate, side)
+	var flags feed.Flags
+	if s.midDay {
+		flags |= feed.FlagBookIncomplete
 	}
-	pub := in.depth[k]
-	if pub == nil {
-		pub = make([]Level, 0, s.cfg.Depth)
+	at := func(pos int) Level { return lv[len(lv)-1-pos] }
+	switch ev.kind {
+	case levelChanged:
+		s.delta(locate, ns, flags, side, feed.ActionChange, at(ev.pos))
+	case levelNew:
+		s.delta(locate, ns, flags, side, feed.ActionNew, at(ev.pos))
+		if len(lv) > d {
+			s.delta(locate, ns, flags, side, feed.ActionDelete, Level{Price: at(d).Price})
+		}
+	case levelGone:
+		s.delta(locate, ns, flags, side, feed.ActionDelete, Level{Price: ev.price})
+		if len(lv) >= d {
+			s.delta(locate, ns, flags, side, feed.ActionNew, at(d-1))
+		}
 	}
+}
+
+// merge publishes a level delta for each of side's top Config.Depth levels
+// of stock locate that differs from pub, the same top before the event
+// (best first): a merge of the two lists. A price in pub only is deleted
+// (its level is gone, or was pushed below the top); a price in the book's
+// top only is new (a new level, or one pulled up into the top); a price in
+// both whose orders or shares differ is changed. It costs O(Depth).
+func (s *Source) merge(locate uint16, side byte, ns int64, pub []Level) {
+	if !s.instrument(locate).defined {
+		return
+	}
+	lv, bid := s.bookSide(locate, side)
 	n := min(len(lv), s.cfg.Depth)
 	var flags feed.Flags
 	if s.midDay {
@@ -551,11 +634,6 @@ func (s *Source) depth(locate uint16, side byte, ns int64) {
 			j++
 		}
 	}
-	pub = pub[:n]
-	for j := range n {
-		pub[j] = lv[len(lv)-1-j]
-	}
-	in.depth[k] = pub
 }
 
 // better reports whether price p ranks before price q on a side: higher
@@ -569,9 +647,13 @@ func (s *Source) delta(locate uint16, ns int64, flags feed.Flags, side byte, act
 }
 
 // quote publishes stock locate's best bid and ask if either price or size
-// changed since its last quote.
-func (s *Source) quote(locate uint16, ns int64) {
+// changed since its last quote. Unless full, it trusts Books.last: a book
+// operation that changed no level, or none at the top, changed no quote.
+func (s *Source) quote(locate uint16, ns int64, full bool) {
 	in := s.instrument(locate)
+	if ev := s.books.last; !full && in.quoted && (ev.kind == levelSame || ev.pos > 0) {
+		return
+	}
 	top := s.books.Top(locate)
 	if in.quoted && top == in.last {
 		return
