@@ -9,17 +9,19 @@ import (
 // hugePage is the size of a transparent huge page on amd64 and arm64.
 const hugePage = 2 << 20
 
-// adviseHuge asks the kernel to back the order table with transparent huge
-// pages (madvise MADV_HUGEPAGE on the whole 2 MB pages inside it), where the
-// system's setting is "madvise" rather than "always". A table of millions of
-// orders is read at random: with 4 KB pages nearly every lookup also misses
-// the TLB. It is advice: an error (no THP support) changes nothing.
-func adviseHuge(slots []Order) {
-	size := uintptr(len(slots)) * unsafe.Sizeof(Order{})
+// adviseHuge asks the kernel to back the memory of s (the order table, the
+// level arena) with transparent huge pages (madvise MADV_HUGEPAGE on the
+// whole 2 MB pages inside it), where the system's setting is "madvise"
+// rather than "always". Both are read at random: with 4 KB pages nearly
+// every lookup also misses the TLB. It is advice: an error (no THP
+// support) changes nothing.
+func adviseHuge[T any](s []T) {
+	var zero T
+	size := uintptr(len(s)) * unsafe.Sizeof(zero)
 	if size < 2*hugePage {
 		return
 	}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(slots))), size)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), size)
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	from := (start+hugePage-1)&^(hugePage-1) - start
 	to := (start+size)&^(hugePage-1) - start

@@ -32,7 +32,9 @@ type levelArena struct {
 
 // newLevelArena returns an arena of n levels.
 func newLevelArena(n int) levelArena {
-	return levelArena{mem: make([]Level, n)}
+	mem := make([]Level, n)
+	adviseHuge(mem)
+	return levelArena{mem: mem}
 }
 
 // sizeClass returns the class of a block of n levels, a power of two of at

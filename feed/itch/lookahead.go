@@ -98,19 +98,32 @@ func (s *Source) touch(b []byte) {
 		prefetch(uintptr(unsafe.Pointer(&s.books.slots[s.books.home(ref)])))
 		if locate := int(binary.BigEndian.Uint16(b[1:3])); locate < len(s.books.books) {
 			bk := &s.books.books[locate]
-			prefetchTop(bk.bids)
-			prefetchTop(bk.asks)
+			// An add names its side; the other events' side is the
+			// order's, not read yet.
+			switch t := Type(b[0]); {
+			case (t == TypeAddOrder || t == TypeAddOrderMPID) && b[19] == 'B':
+				prefetchTop(bk.bids)
+			case t == TypeAddOrder || t == TypeAddOrderMPID:
+				prefetchTop(bk.asks)
+			default:
+				prefetchTop(bk.bids)
+				prefetchTop(bk.asks)
+			}
 		}
 	}
 }
 
 // prefetchTop prefetches the best levels of a side (kept last), where most
-// changes happen: four cache lines, 16 levels.
+// changes happen: up to topLines cache lines, from the one holding the best
+// level back.
 func prefetchTop(side []Level) {
 	if n := len(side); n > 0 {
-		end := uintptr(unsafe.Pointer(unsafe.SliceData(side))) + uintptr(n)*unsafe.Sizeof(Level{})
-		for i := uintptr(1); i <= 4 && i*64 <= uintptr(n)*unsafe.Sizeof(Level{})+63; i++ {
-			prefetch(end - i*64)
-		}
+		size := uintptr(n) * unsafe.Sizeof(Level{})
+		end := uintptr(unsafe.Pointer(unsafe.SliceData(side))) + size
+		prefetchBack(end, min(topLines, int((size+63)/64)))
 	}
 }
+
+// topLines is how many cache lines of a side's best levels the look-ahead
+// prefetches.
+const topLines = 4

@@ -6,3 +6,9 @@ package itch
 //
 //go:noescape
 func prefetch(addr uintptr)
+
+// prefetchBack prefetches the lines cache lines that end at end (the line
+// holding end-1 and the lines-1 before it), as one call.
+//
+//go:noescape
+func prefetchBack(end uintptr, lines int)
