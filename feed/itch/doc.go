@@ -104,17 +104,18 @@
 // # Depth
 //
 // With Config.Depth N (1..MaxDepth), each order event is followed by level
-// deltas (feed.TypeLevelDelta) for its side: the source keeps, per stock
-// and side, the top N levels as its deltas described them, and after the
-// event compares them with the book's top N, both best first. A price only
-// in the book's top is new (a new level, or one pulled up into the top); a
-// price only in the list is deleted (gone, or pushed below the top), with
-// zero orders and size; a price in both whose orders or shares changed is
-// changed. Subscribers apply them by price (docs/wire-format.md, "Applying
-// level deltas"; package book). The deltas come after the event's trade
-// and before its quote, and carry feed.FlagBookIncomplete as the quote
-// does. One event makes at most four; the comparison costs O(N) and
-// allocates nothing once a side's list exists.
+// deltas (feed.TypeLevelDelta) for its side: the differences between the
+// side's top N levels before and after the event, best first. A price only
+// in the top after is new (a new level, or one pulled up into the top); a
+// price only in the top before is deleted (gone, or pushed below the top),
+// with zero orders and size; a price in both whose orders or shares changed
+// is changed. Subscribers apply them by price (docs/wire-format.md,
+// "Applying level deltas"; package book). The deltas come after the
+// event's trade and before its quote, and carry feed.FlagBookIncomplete as
+// the quote does. One event makes at most four. An event that touches one
+// level (all but a replace) gets its deltas from what the book did to that
+// level, in O(1); a replace, which touches two, merges a copy of the top
+// taken before it with the top after, in O(N). Nothing is allocated.
 //
 // Every instrument gets a definition before any other message about it, as
 // feed.Source requires. A stock without a stock directory message (a feed
