@@ -3,6 +3,7 @@ package itch
 import (
 	"fmt"
 	"math/bits"
+	"unsafe"
 )
 
 // Result says what a book operation did.
@@ -114,6 +115,7 @@ type Books struct {
 	slots    []Order
 	mask     uint64
 	shift    uint8
+	run      uint8 // refRunLarge or refRunSmall
 	live     int
 	capacity int
 	high     int
@@ -131,8 +133,12 @@ func NewBooks(capacity int) *Books {
 	n = max(n, 2)
 	slots := make([]Order, n)
 	adviseHuge(slots)
-	return &Books{slots: slots, mask: uint64(n - 1), shift: uint8(64 - bits.TrailingZeros(uint(n))), capacity: capacity,
-		levels: newLevelArena(levelArenaSize(capacity))}
+	run := uint8(refRunSmall)
+	if uintptr(n)*unsafe.Sizeof(Order{}) >= lookAheadTable {
+		run = refRunLarge
+	}
+	return &Books{slots: slots, mask: uint64(n - 1), shift: uint8(64 - bits.TrailingZeros(uint(n))), run: run,
+		capacity: capacity, levels: newLevelArena(levelArenaSize(capacity))}
 }
 
 // Capacity returns the most live orders the table holds.
@@ -144,18 +150,25 @@ func (b *Books) Orders() int { return b.live }
 // HighWater returns the most live orders there have been at once.
 func (b *Books) HighWater() int { return b.high }
 
-// refRun is log2 of the run of consecutive references that share a
-// Fibonacci hash: their homes are consecutive slots.
-const refRun = 3
+// Runs of consecutive references that share a Fibonacci hash (their homes
+// are consecutive slots), log2: in a table the look-ahead serves
+// (lookAheadTable and more) and in a smaller one.
+const (
+	refRunLarge = 1
+	refRunSmall = 3
+)
 
-// home returns ref's first slot. Runs of 8 consecutive references (ITCH
+// home returns ref's first slot. Runs of consecutive references (ITCH
 // numbers orders in sequence, and most leave soon after they came) get
-// consecutive slots, sharing cache lines while they are live; the runs
-// are spread over the table by Fibonacci hashing, so sequential references
-// do not pile up in one region. This is worth about 10% of the time per
-// message on a table of millions of orders (docs/scale.md).
+// consecutive slots, sharing cache lines while they are live; the runs are
+// spread over the table by Fibonacci hashing, so sequential references do
+// not pile up in one region. In a large table, read ahead, the runs are
+// pairs: longer ones (8, 4) shared more lines but made longer probe runs,
+// which lookups, inserts and the backward shift of deletes walk beyond the
+// three lines the look-ahead prefetches. In a small one, which stays in
+// the caches, runs of 8 are faster (docs/scale.md).
 func (b *Books) home(ref uint64) uint64 {
-	return ((ref>>refRun)*0x9e3779b97f4a7c15>>b.shift + ref&(1<<refRun-1)) & b.mask
+	return ((ref>>b.run)*0x9e3779b97f4a7c15>>b.shift + ref&(1<<b.run-1)) & b.mask
 }
 
 // find returns the slot of ref, or -1.

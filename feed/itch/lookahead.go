@@ -95,7 +95,7 @@ func (s *Source) touch(b []byte) {
 	switch Type(b[0]) {
 	case TypeAddOrder, TypeAddOrderMPID, TypeOrderExecuted, TypeOrderExecutedPrice, TypeOrderCancel, TypeOrderDelete, TypeOrderReplace:
 		ref := binary.BigEndian.Uint64(b[11:19])
-		prefetch(uintptr(unsafe.Pointer(&s.books.slots[s.books.home(ref)])))
+		prefetchFwd(uintptr(unsafe.Pointer(&s.books.slots[s.books.home(ref)])), tableLines)
 		if locate := int(binary.BigEndian.Uint16(b[1:3])); locate < len(s.books.books) {
 			bk := &s.books.books[locate]
 			// An add names its side; the other events' side is the
@@ -123,6 +123,12 @@ func prefetchTop(side []Level) {
 		prefetchBack(end, min(topLines, int((size+63)/64)))
 	}
 }
+
+// tableLines is how many cache lines of the order table the look-ahead
+// prefetches from an event's home slot on: the slot itself, which may
+// straddle two lines, the slots a lookup may probe past it, and those a
+// delete may shift back.
+const tableLines = 3
 
 // topLines is how many cache lines of a side's best levels the look-ahead
 // prefetches.

@@ -1,11 +1,5 @@
 #include "textflag.h"
 
-// func prefetch(addr uintptr)
-TEXT ·prefetch(SB), NOSPLIT|NOFRAME, $0-8
-	MOVQ	addr+0(FP), AX
-	PREFETCHT0	(AX)
-	RET
-
 // func prefetchBack(end uintptr, lines int)
 TEXT ·prefetchBack(SB), NOSPLIT|NOFRAME, $0-16
 	MOVQ	end+0(FP), AX
@@ -19,4 +13,18 @@ loop:
 	DECQ	CX
 	JMP	loop
 done:
+	RET
+
+// func prefetchFwd(start uintptr, lines int)
+TEXT ·prefetchFwd(SB), NOSPLIT|NOFRAME, $0-16
+	MOVQ	start+0(FP), AX
+	MOVQ	lines+8(FP), CX
+fwd:
+	TESTQ	CX, CX
+	JLE	fwddone
+	PREFETCHT0	(AX)
+	ADDQ	$64, AX
+	DECQ	CX
+	JMP	fwd
+fwddone:
 	RET

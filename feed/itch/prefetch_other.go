@@ -2,9 +2,9 @@
 
 package itch
 
-// prefetch does nothing on this architecture: the look-ahead then only
+// prefetchBack does nothing on this architecture: the look-ahead then only
 // costs its copies.
-func prefetch(uintptr) {}
-
-// prefetchBack does nothing on this architecture.
 func prefetchBack(uintptr, int) {}
+
+// prefetchFwd does nothing on this architecture.
+func prefetchFwd(uintptr, int) {}
