@@ -184,15 +184,16 @@ func (b *Books) find(ref uint64) int {
 	}
 }
 
-// insert stores o, whose reference is not in the table, which is not full.
-func (b *Books) insert(o Order) {
-	o.used = true
-	for i := b.home(o.Ref); ; i = (i + 1) & b.mask {
-		if !b.slots[i].used {
-			b.slots[i] = o
-			b.live++
-			b.high = max(b.high, b.live)
-			return
+// slot returns the slot of ref and true, or the empty slot that ends its
+// probe run and false: where an insert puts it.
+func (b *Books) slot(ref uint64) (uint64, bool) {
+	for i := b.home(ref); ; i = (i + 1) & b.mask {
+		s := &b.slots[i]
+		if !s.used {
+			return i, false
+		}
+		if s.Ref == ref {
+			return i, true
 		}
 	}
 }
@@ -316,13 +317,16 @@ func (b *Books) Add(locate uint16, ref uint64, side byte, shares, price uint32) 
 	if side != 'B' && side != 'S' {
 		return BadSide
 	}
-	if b.find(ref) >= 0 {
+	i, live := b.slot(ref)
+	if live {
 		return Duplicate
 	}
 	if b.live >= b.capacity {
 		return Full
 	}
-	b.insert(Order{Ref: ref, Shares: shares, Price: price, Locate: locate, Side: side})
+	b.slots[i] = Order{Ref: ref, Shares: shares, Price: price, Locate: locate, Side: side, used: true}
+	b.live++
+	b.high = max(b.high, b.live)
 	b.addLevel(b.book(locate), side, price, shares)
 	return OK
 }
