@@ -95,7 +95,7 @@ func NewSynthetic(cfg SyntheticConfig) (*Synthetic, error) {
 		basePx:   make([]int64, cfg.Instruments),
 		channels: make([]int, cfg.Instruments),
 		walks:    make([]walk, cfg.Instruments),
-		clock:    func() int64 { return time.Now().UnixNano() },
+		clock:    NewWallClock(),
 	}
 	offset := cfg.Seed % (26 * 26 * 26 * 26)
 	for i := 0; i < cfg.Instruments; i++ {

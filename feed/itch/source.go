@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/tickcast/tickcast/config"
-	"time"
 
 	"github.com/tickcast/tickcast/feed"
 )
@@ -54,8 +53,8 @@ type Config struct {
 	// changes are published as level deltas (feed.TypeLevelDelta; see the
 	// package documentation and docs/wire-format.md). 0 publishes none.
 	Depth int
-	// Clock stamps each normalized message's RecvNs (0 as nil: the wall
-	// clock, in Unix ns).
+	// Clock stamps each normalized message's RecvNs (nil: the wall clock,
+	// in Unix ns, read as feed.NewWallClock does).
 	Clock func() int64
 }
 
@@ -65,7 +64,7 @@ var configCheck = config.Checker{Pkg: "itch", Struct: "Config"}
 func (c Config) withDefaults() Config {
 	config.Default(&c.OrderCapacity, DefaultOrderCapacity)
 	if c.Clock == nil {
-		c.Clock = func() int64 { return time.Now().UnixNano() }
+		c.Clock = feed.NewWallClock()
 	}
 	return c
 }
