@@ -52,57 +52,66 @@ func FuzzSource(f *testing.F) {
 	s.exec(1, 2, 200, 1).cancel(1, 1, 50).del(1, 3).msg(TypeBrokenTrade, 2, uint64(1))
 	f.Add(s.b)
 	f.Fuzz(func(t *testing.T, in []byte) {
-		src, err := NewSource(bytes.NewReader(in), Config{OrderCapacity: 8, Depth: 3, Clock: func() int64 { return 1 }})
-		if err != nil {
-			// Only gzip input can fail at once (a broken gzip header), and
-			// the error must say so.
-			if !bytes.HasPrefix(in, []byte{0x1f, 0x8b}) || !strings.Contains(err.Error(), "gzip") {
-				t.Fatalf("NewSource: %v", err)
-			}
-			return
-		}
-		defined := map[uint32]bool{}
-		dm := deltaModel{}
-		var m feed.Msg
-		for {
-			err := src.Next(&m)
-			if err == io.EOF {
-				var locates []uint16
-				for id := range defined {
-					locates = append(locates, uint16(id))
-				}
-				if err := dm.checkLocates(src.Books(), locates, 3); err != nil {
-					t.Fatal(err)
-				}
-				break
-			}
-			if err != nil {
-				var fe *FormatError
-				gzipErr := bytes.HasPrefix(in, []byte{0x1f, 0x8b}) && strings.Contains(err.Error(), "itch: gzip stream")
-				if !errors.As(err, &fe) && !gzipErr {
-					t.Fatalf("error %v is neither a *FormatError nor a named gzip stream error", err)
-				}
-				break
-			}
-			if m.Type == feed.TypeDefinition {
-				defined[m.Instrument] = true
-			} else if !defined[m.Instrument] {
-				t.Fatalf("%s before its definition", describe(&m))
-			}
-			if m.Type == feed.TypeLevelDelta {
-				if err := dm.apply(&m); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if m.Type == feed.TypeQuote {
-				top := src.Books().Top(uint16(m.Instrument))
-				if int64(top.BidPrice) != m.Quote.BidPx || top.BidSize != m.Quote.BidSize || int64(top.AskPrice) != m.Quote.AskPx || top.AskSize != m.Quote.AskSize {
-					t.Fatalf("quote %s, book %+v", describe(&m), top)
-				}
-			}
-			if n := src.Books().Orders(); n > 8 || n < 0 {
-				t.Fatalf("%d orders in a table of 8", n)
-			}
-		}
+		// Once as a small table is read, once reading ahead as a large
+		// one does (the look-ahead reads order events before their turn).
+		fuzzSource(t, in, false)
+		fuzzSource(t, in, true)
 	})
+}
+
+// fuzzSource checks one FuzzSource input, reading ahead or not.
+func fuzzSource(t *testing.T, in []byte, ahead bool) {
+	src, err := NewSource(bytes.NewReader(in), Config{OrderCapacity: 8, Depth: 3, Clock: func() int64 { return 1 }})
+	if err != nil {
+		// Only gzip input can fail at once (a broken gzip header), and
+		// the error must say so.
+		if !bytes.HasPrefix(in, []byte{0x1f, 0x8b}) || !strings.Contains(err.Error(), "gzip") {
+			t.Fatalf("NewSource: %v", err)
+		}
+		return
+	}
+	src.ahead.on = ahead
+	defined := map[uint32]bool{}
+	dm := deltaModel{}
+	var m feed.Msg
+	for {
+		err := src.Next(&m)
+		if err == io.EOF {
+			var locates []uint16
+			for id := range defined {
+				locates = append(locates, uint16(id))
+			}
+			if err := dm.checkLocates(src.Books(), locates, 3); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if err != nil {
+			var fe *FormatError
+			gzipErr := bytes.HasPrefix(in, []byte{0x1f, 0x8b}) && strings.Contains(err.Error(), "itch: gzip stream")
+			if !errors.As(err, &fe) && !gzipErr {
+				t.Fatalf("error %v is neither a *FormatError nor a named gzip stream error", err)
+			}
+			break
+		}
+		if m.Type == feed.TypeDefinition {
+			defined[m.Instrument] = true
+		} else if !defined[m.Instrument] {
+			t.Fatalf("%s before its definition", describe(&m))
+		}
+		if m.Type == feed.TypeLevelDelta {
+			if err := dm.apply(&m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m.Type == feed.TypeQuote {
+			top := src.Books().Top(uint16(m.Instrument))
+			if int64(top.BidPrice) != m.Quote.BidPx || top.BidSize != m.Quote.BidSize || int64(top.AskPrice) != m.Quote.AskPx || top.AskSize != m.Quote.AskSize {
+				t.Fatalf("quote %s, book %+v", describe(&m), top)
+			}
+		}
+		if n := src.Books().Orders(); n > 8 || n < 0 {
+			t.Fatalf("%d orders in a table of 8", n)
+		}
+	}
 }

@@ -89,8 +89,8 @@ func (s *Source) next() ([]byte, int64, error) {
 // touch reads the order table slot an order event will look up, so that
 // the cache line is on its way by the time the event is handled.
 func (s *Source) touch(b []byte) {
-	if len(b) < 19 {
-		return
+	if len(b) == 0 || len(b) != Size(Type(b[0])) {
+		return // handle reports it; nothing here may read past its end
 	}
 	switch Type(b[0]) {
 	case TypeAddOrder, TypeAddOrderMPID, TypeOrderExecuted, TypeOrderExecutedPrice, TypeOrderCancel, TypeOrderDelete, TypeOrderReplace:

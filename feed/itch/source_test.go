@@ -522,3 +522,33 @@ func TestInputLost(t *testing.T) {
 		quote 1 [incomplete] 151.00x100 / -
 	`)
 }
+
+// TestShortAddReadAhead: with an order table large enough to read ahead
+// (the default), a message too short for its type is reported as such when
+// its turn comes; the look-ahead, which reads order events early to
+// prefetch for them, must not read past its end (an add 19 bytes long, cut
+// just before its side, once panicked there).
+func TestShortAddReadAhead(t *testing.T) {
+	var s stream
+	s.sys('O')
+	s.dir(1, "AAPL", 'Q', 100)
+	// The stock has a book by the time the short add is read ahead.
+	for ref := uint64(1); ref <= 2*lookAhead; ref++ {
+		s.add(1, ref, 'B', 100, 1500000, "AAPL")
+	}
+	good := len(s.b)
+	s.b = append(s.b, 0, 19, 'A', 0, 1) // length 19, add, locate 1
+	s.b = append(s.b, make([]byte, 16)...)
+	src, err := NewSource(bytes.NewReader(s.b), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !src.ahead.on {
+		t.Fatal("the default order table does not read ahead: the test tests nothing")
+	}
+	_, err = drain(t, src)
+	var fe *FormatError
+	if !errors.As(err, &fe) || fe.Type != TypeAddOrder || fe.Field != "length" || fe.Len != 19 || fe.Offset != int64(good) {
+		t.Fatalf("%v, want a length error for the 19-byte add at offset %d", err, good)
+	}
+}
