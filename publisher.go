@@ -273,6 +273,10 @@ func (p *Publisher) Publish(m *feed.Msg, nowNs int64) error {
 		return ErrEnded
 	}
 	p.in[m.Type]++
+	n := feed.Size(m.Type)
+	if n == 0 {
+		return fmt.Errorf("tickcast: message of unknown type %s for instrument %d", m.Type, m.Instrument)
+	}
 	id := int(m.Instrument)
 	if m.Type == feed.TypeDefinition {
 		for id >= len(p.instChan) {
@@ -286,9 +290,6 @@ func (p *Publisher) Publish(m *feed.Msg, nowNs int64) error {
 		return fmt.Errorf("tickcast: %s for instrument %d: %w", m.Type, id, ErrUnknownInstrument)
 	}
 	pc := p.chans[p.instChan[id]]
-	p.instSeq[id]++
-	m.InstSeq = p.instSeq[id]
-	n := feed.Size(m.Type)
 	b := pc.builders[pc.queued]
 	dst := b.Reserve(n)
 	// A send that fails while making room (ErrSend) has still sequenced
@@ -302,12 +303,16 @@ func (p *Publisher) Publish(m *feed.Msg, nowNs int64) error {
 		sendErr = p.closePacket(pc, nowNs)
 		b = pc.builders[pc.queued]
 		if dst = b.Reserve(n); dst == nil {
-			return fmt.Errorf("tickcast: channel %d: a %d-byte message does not fit an empty packet", pc.idx, n)
+			return hardAfterSend(fmt.Errorf("tickcast: channel %d: a %d-byte message does not fit an empty packet", pc.idx, n), sendErr)
 		}
 	}
+	p.instSeq[id]++
+	m.InstSeq = p.instSeq[id]
 	if _, err := m.Encode(dst); err != nil {
+		// Cannot happen: the type has a size, and dst holds it.
 		b.Unreserve()
-		return err
+		p.instSeq[id]--
+		return hardAfterSend(err, sendErr)
 	}
 	if pc.openNs == 0 {
 		pc.openNs = nowNs
@@ -316,6 +321,16 @@ func (p *Publisher) Publish(m *feed.Msg, nowNs int64) error {
 	p.stats.Messages++
 	pc.messages++
 	return sendErr
+}
+
+// hardAfterSend returns err, an error that ends a run, naming the failed
+// send that came before it, if any, without wrapping ErrSend (which would
+// make the run carry on).
+func hardAfterSend(err, sendErr error) error {
+	if sendErr == nil {
+		return err
+	}
+	return fmt.Errorf("%w (after a failed send: %v)", err, sendErr)
 }
 
 // closePacket finishes the open packet and opens the next one in the queue,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -398,5 +399,28 @@ func TestPublishKeepsMessageWhenSendFails(t *testing.T) {
 			}
 			t.Logf("%d messages stored in order across %d failed sends and %d full packets", count, failed, pub.Stats().FlushFull)
 		})
+	}
+}
+
+// TestPublishRejectsUnknownType: a message of a type the wire format does
+// not define is refused with an error naming it, before it takes an
+// instrument sequence number: the next message of the instrument gets the
+// one it would have had.
+func TestPublishRejectsUnknownType(t *testing.T) {
+	h := newPubHarness(t, PublisherConfig{})
+	h.publish(3, 1) // the three definitions
+	var m feed.Msg
+	h.syn.Next(&m)
+	good := m
+	m.Type = 'Z'
+	err := h.pub.Publish(&m, 1)
+	if err == nil || !strings.Contains(err.Error(), "unknown type") || errors.Is(err, ErrSend) {
+		t.Fatalf("Publish of type 'Z': %v, want an unknown type error", err)
+	}
+	if err := h.pub.Publish(&good, 1); err != nil {
+		t.Fatal(err)
+	}
+	if good.InstSeq != 2 {
+		t.Fatalf("the instrument's next message got inst_seq %d, want 2", good.InstSeq)
 	}
 }
