@@ -46,11 +46,11 @@ func (c StoreConfig) withDefaults() StoreConfig {
 // validate checks a StoreConfig whose defaults are set.
 func (c StoreConfig) validate() error {
 	switch {
-	case c.MaxMessages < 1 || c.MaxMessages > maxStoreLimit:
+	case c.MaxMessages < 1 || int64(c.MaxMessages) > maxStoreLimit:
 		return storeCheck.Invalid("MaxMessages", c.MaxMessages, "want 1..2^40")
 	case c.MaxBytes < mold.MaxMessageLen:
 		return storeCheck.Invalid("MaxBytes", c.MaxBytes, "below %d, the largest message a packet can carry", mold.MaxMessageLen)
-	case c.MaxBytes > maxStoreLimit:
+	case int64(c.MaxBytes) > maxStoreLimit:
 		return storeCheck.Invalid("MaxBytes", c.MaxBytes, "above 2^40")
 	}
 	return nil

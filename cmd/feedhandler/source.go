@@ -412,5 +412,5 @@ func peakRSS() int64 {
 	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
 		return 0
 	}
-	return ru.Maxrss << 10 // kilobytes on Linux
+	return int64(ru.Maxrss) << 10 // kilobytes on Linux
 }

@@ -56,7 +56,7 @@ func (a *levelArena) get(n int) []Level {
 			a.free[c] = a.mem[off].Orders
 			return a.mem[off : off : off+n]
 		}
-		if a.used+n <= len(a.mem) && a.used+n < 1<<32-1 {
+		if a.used+n <= len(a.mem) && uint64(a.used+n) < 1<<32-1 {
 			off := a.used
 			a.used += n
 			return a.mem[off : off : off+n]
