@@ -512,7 +512,7 @@ func (s *Source) changed(locate uint16, side byte, ns int64, replace bool) {
 			s.depth(locate, side, ns)
 		}
 	}
-	s.quote(locate, ns, replace || s.exhaustive)
+	s.quote(locate, side, ns, replace || s.exhaustive)
 	s.snapped = false
 }
 
@@ -646,14 +646,35 @@ func (s *Source) delta(locate uint16, ns int64, flags feed.Flags, side byte, act
 }
 
 // quote publishes stock locate's best bid and ask if either price or size
-// changed since its last quote. Unless full, it trusts Books.last: a book
-// operation that changed no level, or none at the top, changed no quote.
-func (s *Source) quote(locate uint16, ns int64, full bool) {
+// changed since its last quote, after an order event on side. Unless full,
+// it trusts Books.last: a book operation that changed no level, or none at
+// the top, changed no quote. Once a quote was published, only side's best
+// level is read: an order event changes one side, and the last quote holds
+// the other (reading it would be one more cache miss for an add, whose
+// other side the look-ahead does not prefetch).
+func (s *Source) quote(locate uint16, side byte, ns int64, full bool) {
 	in := s.instrument(locate)
 	if ev := s.books.last; !full && in.quoted && (ev.kind == levelSame || ev.pos > 0) {
 		return
 	}
-	top := s.books.Top(locate)
+	var top Top
+	switch {
+	case !in.quoted || s.exhaustive || (side != 'B' && side != 'S'):
+		top = s.books.Top(locate)
+	default:
+		top = in.last
+		lv, _ := s.bookSide(locate, side)
+		var best Level
+		n := len(lv)
+		if n > 0 {
+			best = lv[n-1]
+		}
+		if side == 'B' {
+			top.HasBid, top.BidPrice, top.BidSize = n > 0, best.Price, best.Shares
+		} else {
+			top.HasAsk, top.AskPrice, top.AskSize = n > 0, best.Price, best.Shares
+		}
+	}
 	if in.quoted && top == in.last {
 		return
 	}
