@@ -146,6 +146,25 @@ func (st *faultStream) check() {
 		st.next, st.received, st.lost, st.refused)
 }
 
+// sendUntil keeps sending 8 datagrams at a time while it waits (up to
+// timeout) for done, the state named by what.
+func (st *faultStream) sendUntil(what string, timeout time.Duration, done func() bool) {
+	st.t.Helper()
+	waitHealth(st.t, what, timeout, func() bool {
+		st.send(8)
+		return done()
+	})
+}
+
+// finish sends 400 more datagrams, waits for the last, and checks the
+// accounting of the whole stream.
+func (st *faultStream) finish() {
+	st.t.Helper()
+	st.send(400)
+	st.waitLast(st.next-1, 15*time.Second)
+	st.check()
+}
+
 func waitHealth(t *testing.T, what string, timeout time.Duration, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -212,9 +231,7 @@ func TestFaultQPError(t *testing.T) {
 			}
 			st.hold = false
 			st.drain()
-			st.send(400)
-			st.waitLast(st.next-1, 15*time.Second)
-			st.check()
+			st.finish()
 			if st.firstAfter.IsZero() {
 				t.Fatalf("nothing received after the fault")
 			}
@@ -248,13 +265,10 @@ func TestFaultSenderQPError(t *testing.T) {
 	if err := rdma.ForceSenderQPError(s); err != nil {
 		t.Fatal(err)
 	}
-	waitHealth(t, "sender rebuilt", 15*time.Second, func() bool {
-		st.send(8)
+	st.sendUntil("sender rebuilt", 15*time.Second, func() bool {
 		return s.Health().Rebuilds >= 1 && !s.Health().Down
 	})
-	st.send(400)
-	st.waitLast(st.next-1, 15*time.Second)
-	st.check()
+	st.finish()
 	h := s.Health()
 	if st.firstAfter.IsZero() {
 		t.Fatalf("nothing received after the fault")
@@ -305,8 +319,7 @@ func TestFaultFlapReceiverKeepsQP(t *testing.T) {
 	if err := link("down"); err != nil {
 		t.Fatal(err)
 	}
-	waitHealth(t, "port down seen", 10*time.Second, func() bool {
-		st.send(8)
+	st.sendUntil("port down seen", 10*time.Second, func() bool {
 		return r.Health().Events[rdma.EventPortDown] >= 1 && s.Health().Down
 	})
 	st.send(50)
@@ -314,13 +327,10 @@ func TestFaultFlapReceiverKeepsQP(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.mark = int64(st.next) - 1
-	waitHealth(t, "sender rebuilt", 20*time.Second, func() bool {
-		st.send(8)
+	st.sendUntil("sender rebuilt", 20*time.Second, func() bool {
 		return s.Health().Rebuilds >= 1 && !s.Health().Down
 	})
-	st.send(400)
-	st.waitLast(st.next-1, 15*time.Second)
-	st.check()
+	st.finish()
 	rh := r.Health()
 	if rh.Rebuilds != 0 {
 		t.Errorf("receiver health %+v: the hook kept its queue pair, want no rebuild", rh)
@@ -350,8 +360,7 @@ func TestFaultLinkFlap(t *testing.T) {
 		t.Fatal(err)
 	}
 	tDown := time.Now()
-	waitHealth(t, "port down seen by the receiver", 10*time.Second, func() bool {
-		st.send(8)
+	st.sendUntil("port down seen by the receiver", 10*time.Second, func() bool {
 		return r.Health().Events[rdma.EventPortDown] >= 1
 	})
 	t.Logf("port down event after %v", time.Since(tDown).Round(time.Millisecond))
@@ -361,15 +370,12 @@ func TestFaultLinkFlap(t *testing.T) {
 	}
 	tUp := time.Now()
 	st.mark = int64(st.next) - 1
-	waitHealth(t, "both ends rebuilt", 20*time.Second, func() bool {
-		st.send(8)
+	st.sendUntil("both ends rebuilt", 20*time.Second, func() bool {
 		rh, sh := r.Health(), s.Health()
 		return rh.Rebuilds >= 1 && !rh.Down && sh.Rebuilds >= 1 && !sh.Down
 	})
 	tRebuilt := time.Now()
-	st.send(400)
-	st.waitLast(st.next-1, 15*time.Second)
-	st.check()
+	st.finish()
 	rh, sh := r.Health(), s.Health()
 	t.Logf("receiver health %+v", rh)
 	t.Logf("sender health %+v", sh)
