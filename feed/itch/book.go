@@ -115,7 +115,8 @@ type Books struct {
 	slots    []Order
 	mask     uint64
 	shift    uint8
-	run      uint8 // refRunLarge or refRunSmall
+	run      uint8  // refRunLarge or refRunSmall
+	runMask  uint64 // 1<<run - 1
 	live     int
 	capacity int
 	high     int
@@ -137,7 +138,7 @@ func NewBooks(capacity int) *Books {
 	if uintptr(n)*unsafe.Sizeof(Order{}) >= lookAheadTable {
 		run = refRunLarge
 	}
-	return &Books{slots: slots, mask: uint64(n - 1), shift: uint8(64 - bits.TrailingZeros(uint(n))), run: run,
+	return &Books{slots: slots, mask: uint64(n - 1), shift: uint8(64 - bits.TrailingZeros(uint(n))), run: run, runMask: 1<<run - 1,
 		capacity: capacity, levels: newLevelArena(levelArenaSize(capacity))}
 }
 
@@ -168,7 +169,9 @@ const (
 // three lines the look-ahead prefetches. In a small one, which stays in
 // the caches, runs of 8 are faster (docs/scale.md).
 func (b *Books) home(ref uint64) uint64 {
-	return ((ref>>b.run)*0x9e3779b97f4a7c15>>b.shift + ref&(1<<b.run-1)) & b.mask
+	// The shifts are masked to 63 so that they compile to plain shifts
+	// (b.run and b.shift are below 64 anyway).
+	return ((ref>>(b.run&63))*0x9e3779b97f4a7c15>>(b.shift&63) + ref&b.runMask) & b.mask
 }
 
 // find returns the slot of ref, or -1.
@@ -280,9 +283,37 @@ func (b *Books) addLevel(bk *book, s byte, price, shares uint32) {
 		b.levels.grow(lv)
 	}
 	*lv = append(*lv, Level{})
-	copy((*lv)[i+1:], (*lv)[i:])
+	shiftUp((*lv)[i:])
 	(*lv)[i] = Level{Price: price, Orders: 1, Shares: uint64(shares)}
 	b.last = levelEvent{kind: levelNew, pos: len(*lv) - 1 - i}
+}
+
+// shortShift is the most levels shiftUp and shiftDown move one by one;
+// more are moved by copy. Most inserts and removals are near the best
+// level, the end of a side, and move a few levels: a loop costs less than
+// the call copy makes.
+const shortShift = 8
+
+// shiftUp moves side[:len-1] up by one level, into side[1:].
+func shiftUp(side []Level) {
+	if len(side) > shortShift {
+		copy(side[1:], side)
+		return
+	}
+	for k := len(side) - 1; k > 0; k-- {
+		side[k] = side[k-1]
+	}
+}
+
+// shiftDown moves side[1:] down by one level, into side[:len-1].
+func shiftDown(side []Level) {
+	if len(side) > shortShift {
+		copy(side, side[1:])
+		return
+	}
+	for k := 1; k < len(side); k++ {
+		side[k-1] = side[k]
+	}
 }
 
 // reduceLevel removes shares at price and, if gone, one order, and says
@@ -303,7 +334,8 @@ func (bk *book) reduceLevel(s byte, price, shares uint32, gone bool) levelEvent 
 	switch {
 	case l.Orders == 0:
 		ev.kind, ev.price = levelGone, price
-		*lv = append((*lv)[:i], (*lv)[i+1:]...)
+		shiftDown((*lv)[i:])
+		*lv = (*lv)[:len(*lv)-1]
 	case shares != 0 || gone:
 		ev.kind = levelChanged
 	}

@@ -22,16 +22,33 @@ const lookAheadTable = 8 << 20
 // aheadSlot holds the bytes of every ITCH 5.0 message (the longest is 50).
 const aheadSlot = 64
 
-// ahead is one message read ahead: its bytes, copied (a MessageReader's
-// are valid only until its next call), and its file offset. A message too
-// long for a slot (no ITCH 5.0 type is) is held in the Source's big buffer
-// instead, and nothing is read past it until it has been handled.
+// ahead is one message read ahead: its bytes and its file offset. The
+// bytes of a MessageReader's message are valid only until its next call,
+// so they are copied into b, unless the reader keeps them longer than the
+// look-ahead needs (stableReader): then p is the reader's own. A message
+// too long for a slot (no ITCH 5.0 type is) is held in the Source's big
+// buffer instead of b, and nothing is read past it until it has been
+// handled.
 type ahead struct {
+	p   []byte
 	b   [aheadSlot]byte
 	n   int
 	big bool
 	off int64
 }
+
+// stableReader is a MessageReader whose messages keep their bytes, after
+// the call that returned them, until at least stableBytes more bytes of
+// input have been read (Reader does). A Source reads ahead of such a
+// reader without copying the messages.
+type stableReader interface {
+	stableBytes() int
+}
+
+// aheadSpan is the most input the look-ahead spans: lookAhead messages
+// that fit a slot and one of the longest (nothing is read past it). A
+// stableReader must keep its messages at least that long.
+const aheadSpan = lookAhead*(2+aheadSlot) + 2 + 65535
 
 // readAhead is the look-ahead state of a Source.
 type readAhead struct {
@@ -41,6 +58,7 @@ type readAhead struct {
 	bigHeld    bool
 	err        error // what ended the reading ahead, returned after the messages before it
 	on         bool  // the order table is large enough to read ahead for (lookAheadTable)
+	stable     bool  // the reader is a stableReader: no copies
 }
 
 // next returns the next ITCH message and its offset, or the reader's error
@@ -60,10 +78,14 @@ func (s *Source) next() ([]byte, int64, error) {
 		}
 		slot := &a.ring[(a.head+a.size)%lookAhead]
 		slot.n, slot.off, slot.big = len(b), off, len(b) > aheadSlot
-		if slot.big {
+		switch {
+		case a.stable:
+			slot.p = b
+			a.bigHeld = slot.big
+		case slot.big:
 			a.big = append(a.big[:0], b...)
 			a.bigHeld = true
-		} else {
+		default:
 			copy(slot.b[:], b)
 		}
 		a.size++
@@ -81,6 +103,11 @@ func (s *Source) next() ([]byte, int64, error) {
 	a.size--
 	if slot.big {
 		a.bigHeld = false
+	}
+	switch {
+	case a.stable:
+		return slot.p, slot.off, nil
+	case slot.big:
 		return a.big, slot.off, nil
 	}
 	return slot.b[:slot.n], slot.off, nil
@@ -96,6 +123,11 @@ func (s *Source) touch(b []byte) {
 	case TypeAddOrder, TypeAddOrderMPID, TypeOrderExecuted, TypeOrderExecutedPrice, TypeOrderCancel, TypeOrderDelete, TypeOrderReplace:
 		ref := binary.BigEndian.Uint64(b[11:19])
 		prefetchFwd(uintptr(unsafe.Pointer(&s.books.slots[s.books.home(ref)])), tableLines)
+		if Type(b[0]) == TypeOrderReplace {
+			// And where its new order goes.
+			ref := binary.BigEndian.Uint64(b[19:27])
+			prefetchFwd(uintptr(unsafe.Pointer(&s.books.slots[s.books.home(ref)])), tableLines)
+		}
 		if locate := int(binary.BigEndian.Uint16(b[1:3])); locate < len(s.books.books) {
 			bk := &s.books.books[locate]
 			// An add names its side; the other events' side is the

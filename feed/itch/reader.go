@@ -11,27 +11,46 @@ import (
 // message (2 + 65535 bytes); larger reads mean fewer system calls.
 const readBufSize = 256 << 10
 
+// readStable is how much input a Reader consumes, at least, before the
+// bytes of a message it returned are overwritten: a buffer is refilled
+// only after the other one has been read to within a framed message of
+// its end (readBufSize less two of the largest).
+const readStable = readBufSize - 2*(2+65535)
+
 // Reader splits NASDAQ's file format, a sequence of (big-endian uint16
 // length, message) blocks, into messages without copying them.
+//
+// It reads into one of two buffers. When the unread bytes must move to
+// the front, they move to the other buffer, so that the messages returned
+// from the one before stay where they are for a while (readStable): a
+// Source reads ahead of the message it normalizes without copying them.
 type Reader struct {
 	r     io.Reader
 	buf   []byte
-	start int   // first unread byte in buf
-	end   int   // end of the valid bytes in buf
-	base  int64 // input offset of buf[0]
-	err   error // sticky read error, returned once buf is drained
+	spare []byte // the other buffer
+	start int    // first unread byte in buf
+	end   int    // end of the valid bytes in buf
+	base  int64  // input offset of buf[0]
+	err   error  // sticky read error, returned once buf is drained
 }
 
 // NewReader returns a Reader of r, which must be the uncompressed stream (see
 // Decompress).
 func NewReader(r io.Reader) *Reader {
-	return &Reader{r: r, buf: make([]byte, readBufSize)}
+	return &Reader{r: r, buf: make([]byte, readBufSize), spare: make([]byte, readBufSize)}
 }
 
-// Reset makes the Reader read r from its start, keeping its buffer.
+// Reset makes the Reader read r from its start, keeping its buffers. It
+// goes on filling the current buffer where the last input ended, so that
+// the messages read before stay valid as they would have (readStable).
 func (r *Reader) Reset(rd io.Reader) {
-	*r = Reader{r: rd, buf: r.buf}
+	*r = Reader{r: rd, buf: r.buf, spare: r.spare, start: r.end, end: r.end, base: -int64(r.end)}
 }
+
+// stableBytes says that a message Next returned keeps its bytes until at
+// least readStable more bytes of input have been consumed, for Source's
+// look-ahead.
+func (r *Reader) stableBytes() int { return readStable }
 
 // Offset returns the input offset of the next length prefix: the bytes of
 // uncompressed input consumed so far.
@@ -40,8 +59,10 @@ func (r *Reader) Offset() int64 { return r.base + int64(r.start) }
 // fill reads until at least n unread bytes are buffered or the input ends.
 func (r *Reader) fill(n int) {
 	if r.start+n > len(r.buf) {
-		// Move the unread tail to the front; it is at most n-1 bytes.
-		copy(r.buf, r.buf[r.start:r.end])
+		// Move the unread tail, at most n-1 bytes, to the front of the
+		// other buffer.
+		copy(r.spare, r.buf[r.start:r.end])
+		r.buf, r.spare = r.spare, r.buf
 		r.base += int64(r.start)
 		r.end -= r.start
 		r.start = 0
@@ -66,7 +87,8 @@ func (r *Reader) fill(n int) {
 
 // Next returns the next message (without its length prefix) and the offset
 // of its length prefix in the input. The message shares the Reader's buffer:
-// it is valid until the next call. At the clean end of the input Next returns
+// it is valid until the next call (and in fact until readStable more bytes
+// have been read). At the clean end of the input Next returns
 // io.EOF; when the input ends inside a block it returns a *FormatError that
 // wraps io.ErrUnexpectedEOF; a read error is returned as is. Zero-length
 // messages are returned as empty slices. Next does not allocate unless it

@@ -56,6 +56,10 @@ func (r *genReader) Next() ([]byte, int64, error) {
 
 func (r *genReader) Offset() int64 { return r.base + r.rd.Offset() }
 
+// stableBytes: its messages are its Reader's, and a new chunk resets the
+// Reader, which keeps them as a move of its buffers does.
+func (r *genReader) stableBytes() int { return r.rd.stableBytes() }
+
 // scaleDay is the day BenchmarkNormalizeScale reads: 8,000 stocks and a
 // live population of a million orders. It is far longer than any run
 // reads; its length sets the timestamps' pace (a full day's).

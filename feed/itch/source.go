@@ -170,6 +170,10 @@ type Source struct {
 	// array, so queueing does not allocate.
 	out        [3 + maxDeltas]feed.Msg
 	head, tail int
+	// direct is the message Next fills while an ITCH message is handled,
+	// until the first push: most ITCH messages make one normalized
+	// message or none, and it need not be copied out of the queue.
+	direct *feed.Msg
 
 	// A system event is broadcast as a status to every defined instrument,
 	// one per Next call: bcastNext is the next stock locate to visit.
@@ -230,6 +234,9 @@ func NewMessageSource(r MessageReader, cfg Config) (*Source, error) {
 		midDay: cfg.Start == StartMidDay,
 	}
 	s.ahead.on = uintptr(len(s.books.slots))*unsafe.Sizeof(Order{}) >= lookAheadTable
+	if sr, ok := r.(stableReader); ok && sr.stableBytes() >= aheadSpan {
+		s.ahead.stable = true
+	}
 	return s, nil
 }
 
@@ -286,19 +293,34 @@ func (s *Source) Next(m *feed.Msg) error {
 			s.err = err
 			continue
 		}
+		// The first message handle makes goes straight to m; the rest
+		// queue.
+		s.direct = m
 		if err := s.handle(b, off); err != nil {
 			s.err = err
 		}
+		if s.direct == nil {
+			s.stats.Normalized[m.Type]++
+			return nil
+		}
+		s.direct = nil
 	}
 }
 
 // push returns the next free output message, its header filled in for
-// instrument locate at the current ITCH message.
+// instrument locate at the current ITCH message: the message Next is
+// filling, for the first, then the queue.
 func (s *Source) push(t feed.Type, locate uint16, ns int64, flags feed.Flags) *feed.Msg {
-	m := &s.out[s.tail]
-	s.tail++
-	m.Header = feed.Header{Type: t, Version: feed.Version, Flags: flags, Instrument: uint32(locate),
-		ExchangeNs: ns, RecvNs: s.recvNs}
+	m := s.direct
+	if m != nil {
+		s.direct = nil
+	} else {
+		m = &s.out[s.tail]
+		s.tail++
+	}
+	// Field by field: a composite literal zeroes the header first.
+	m.Type, m.Version, m.Flags, m.Instrument, m.InstSeq = t, feed.Version, flags, uint32(locate), 0
+	m.ExchangeNs, m.RecvNs, m.SendNs = ns, s.recvNs, 0
 	return m
 }
 
@@ -642,7 +664,7 @@ func better(p, q uint32, bid bool) bool { return p != q && (p > q) == bid }
 // delta queues one level delta.
 func (s *Source) delta(locate uint16, ns int64, flags feed.Flags, side byte, action byte, l Level) {
 	d := s.push(feed.TypeLevelDelta, locate, ns, flags)
-	d.Delta = feed.LevelDelta{Side: feed.Side(side), Action: action, Orders: l.Orders, Px: int64(l.Price), Size: l.Shares}
+	d.Delta.Side, d.Delta.Action, d.Delta.Orders, d.Delta.Px, d.Delta.Size = feed.Side(side), action, l.Orders, int64(l.Price), l.Shares
 }
 
 // quote publishes stock locate's best bid and ask if either price or size
