@@ -113,47 +113,74 @@ func (s *Source) next() ([]byte, int64, error) {
 	return slot.b[:slot.n], slot.off, nil
 }
 
-// touch reads the order table slot an order event will look up, so that
-// the cache line is on its way by the time the event is handled.
-func (s *Source) touch(b []byte) {
-	if len(b) == 0 || len(b) != Size(Type(b[0])) {
-		return // handle reports it; nothing here may read past its end
-	}
-	switch Type(b[0]) {
-	case TypeAddOrder, TypeAddOrderMPID, TypeOrderExecuted, TypeOrderExecutedPrice, TypeOrderCancel, TypeOrderDelete, TypeOrderReplace:
-		ref := binary.BigEndian.Uint64(b[11:19])
-		prefetchFwd(uintptr(unsafe.Pointer(&s.books.slots[s.books.home(ref)])), tableLines)
-		if Type(b[0]) == TypeOrderReplace {
-			// And where its new order goes.
-			ref := binary.BigEndian.Uint64(b[19:27])
-			prefetchFwd(uintptr(unsafe.Pointer(&s.books.slots[s.books.home(ref)])), tableLines)
-		}
-		if locate := int(binary.BigEndian.Uint16(b[1:3])); locate < len(s.books.books) {
-			bk := &s.books.books[locate]
-			// An add names its side; the other events' side is the
-			// order's, not read yet.
-			switch t := Type(b[0]); {
-			case (t == TypeAddOrder || t == TypeAddOrderMPID) && b[19] == 'B':
-				prefetchTop(bk.bids)
-			case t == TypeAddOrder || t == TypeAddOrderMPID:
-				prefetchTop(bk.asks)
-			default:
-				prefetchTop(bk.bids)
-				prefetchTop(bk.asks)
-			}
-		}
-	}
+// Kinds of ITCH message for touch, by type (touchKinds).
+const (
+	touchNone    = 0
+	touchAdd     = 1 // names its side
+	touchOrder   = 2 // its side is its order's, not known yet
+	touchReplace = 4 // and names a second reference
+)
+
+var touchKinds = [256]uint8{
+	TypeAddOrder: touchAdd, TypeAddOrderMPID: touchAdd,
+	TypeOrderExecuted: touchOrder, TypeOrderExecutedPrice: touchOrder, TypeOrderCancel: touchOrder,
+	TypeOrderDelete: touchOrder, TypeOrderReplace: touchReplace,
 }
 
-// prefetchTop prefetches the best levels of a side (kept last), where most
-// changes happen: up to topLines cache lines, from the one holding the best
-// level back.
-func prefetchTop(side []Level) {
-	if n := len(side); n > 0 {
-		size := uintptr(n) * unsafe.Sizeof(Level{})
-		end := uintptr(unsafe.Pointer(unsafe.SliceData(side))) + size
-		prefetchBack(end, min(topLines, int((size+63)/64)))
+// touch prefetches what an order event will read, so that the cache lines
+// are on their way by the time the event is handled: the order table
+// slots its reference (and a replace's new one) is looked up from, and
+// the best levels of its stock's side, or of both sides when the side is
+// its order's. Every order event carries its reference at the same
+// offset; the few branches here depend on the kind of event, not on its
+// data.
+func (s *Source) touch(b []byte) {
+	if len(b) == 0 {
+		return
 	}
+	t := Type(b[0])
+	k := touchKinds[t]
+	if k == touchNone || len(b) != Size(t) {
+		return // handle reports a bad length; every order event is long enough for what is read here
+	}
+	bk := s.books
+	table := uintptr(unsafe.Pointer(&bk.slots[bk.home(binary.BigEndian.Uint64(b[11:19]))]))
+	var table2 uintptr
+	if k == touchReplace {
+		table2 = uintptr(unsafe.Pointer(&bk.slots[bk.home(binary.BigEndian.Uint64(b[19:27]))]))
+	}
+	var bidEnd, askEnd uintptr
+	var bidLines, askLines int
+	if locate := int(binary.BigEndian.Uint16(b[1:3])); locate < len(bk.books) {
+		book := &bk.books[locate]
+		bidEnd, bidLines = topLinesOf(book.bids)
+		askEnd, askLines = topLinesOf(book.asks)
+		// An add prefetches only its own side. Without branches: the
+		// side is as random as the event types.
+		add := int(k & touchAdd)
+		bid := b2i(b[19&-add] == 'B') // an add's side; the type byte for other events
+		askLines &^= -(add & bid)
+		bidLines &^= -(add &^ bid)
+	}
+	prefetchEvent(table, table2, bidEnd, bidLines, askEnd, askLines)
+}
+
+// b2i is 1 for true and 0 for false (a SETcc, not a branch).
+func b2i(b bool) int {
+	var i int
+	if b {
+		i = 1
+	}
+	return i
+}
+
+// topLinesOf returns where a side's levels end and how many cache lines
+// of its best levels (kept last), where most changes happen, to
+// prefetch: up to topLines, from the line holding the best level back.
+func topLinesOf(side []Level) (uintptr, int) {
+	size := uintptr(len(side)) * unsafe.Sizeof(Level{})
+	end := uintptr(unsafe.Pointer(unsafe.SliceData(side))) + size
+	return end, min(topLines, int((size+63)/64))
 }
 
 // tableLines is how many cache lines of the order table the look-ahead

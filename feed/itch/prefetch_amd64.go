@@ -2,17 +2,15 @@ package itch
 
 // The prefetches ask the CPU to bring cache lines into its caches without
 // waiting for them (PREFETCHT0): unlike a load, a prefetch never holds up
-// the instructions after it, and it never faults. Each call prefetches
-// several lines: a call to assembly costs about as much as the prefetch.
+// the instructions after it, and it never faults. One call prefetches all
+// an order event needs: a call to assembly costs about as much as the
+// prefetches.
 
-// prefetchBack prefetches the lines cache lines that end at end (the line
-// holding end-1 and the lines-1 before it).
+// prefetchEvent prefetches tableLines cache lines from the one holding
+// table on, as many from table2 unless it is 0, the bidLines lines (at
+// most topLines) that end at bidEnd (the line holding bidEnd-1 and the
+// ones before it), and the askLines lines that end at askEnd. It is
+// written for tableLines 3 and topLines 4 (TestPrefetchConstants).
 //
 //go:noescape
-func prefetchBack(end uintptr, lines int)
-
-// prefetchFwd prefetches the lines cache lines from the one holding start
-// on.
-//
-//go:noescape
-func prefetchFwd(start uintptr, lines int)
+func prefetchEvent(table, table2, bidEnd uintptr, bidLines int, askEnd uintptr, askLines int)

@@ -2,9 +2,7 @@
 
 package itch
 
-// prefetchBack does nothing on this architecture: the look-ahead then only
-// costs its copies.
-func prefetchBack(uintptr, int) {}
-
-// prefetchFwd does nothing on this architecture.
-func prefetchFwd(uintptr, int) {}
+// prefetchEvent does nothing on this architecture: the look-ahead then
+// only costs its reading ahead.
+func prefetchEvent(table, table2, bidEnd uintptr, bidLines int, askEnd uintptr, askLines int) {
+}

@@ -179,3 +179,12 @@ func normalizedOnly(m feed.Msg) feed.Msg {
 	}
 	return out
 }
+
+// TestPrefetchConstants: prefetchEvent's assembly is straight-line code
+// for three table lines and four lines a side; changing the constants
+// means changing it too.
+func TestPrefetchConstants(t *testing.T) {
+	if tableLines != 3 || topLines != 4 {
+		t.Fatalf("tableLines %d, topLines %d: prefetch_amd64.s prefetches 3 and 4", tableLines, topLines)
+	}
+}

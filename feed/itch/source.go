@@ -676,27 +676,32 @@ func (s *Source) delta(locate uint16, ns int64, flags feed.Flags, side byte, act
 // other side the look-ahead does not prefetch).
 func (s *Source) quote(locate uint16, side byte, ns int64, full bool) {
 	in := s.instrument(locate)
-	if ev := s.books.last; !full && in.quoted && (ev.kind == levelSame || ev.pos > 0) {
-		return
-	}
-	var top Top
-	switch {
-	case !in.quoted || s.exhaustive || (side != 'B' && side != 'S'):
-		top = s.books.Top(locate)
-	default:
-		top = in.last
+	if in.quoted && !full && !s.exhaustive && (side == 'B' || side == 'S') {
+		if ev := s.books.last; ev.kind == levelSame || ev.pos > 0 {
+			return
+		}
 		lv, _ := s.bookSide(locate, side)
 		var best Level
 		n := len(lv)
 		if n > 0 {
 			best = lv[n-1]
 		}
+		t := &in.last
 		if side == 'B' {
-			top.HasBid, top.BidPrice, top.BidSize = n > 0, best.Price, best.Shares
+			if t.HasBid == (n > 0) && t.BidPrice == best.Price && t.BidSize == best.Shares {
+				return
+			}
+			t.HasBid, t.BidPrice, t.BidSize = n > 0, best.Price, best.Shares
 		} else {
-			top.HasAsk, top.AskPrice, top.AskSize = n > 0, best.Price, best.Shares
+			if t.HasAsk == (n > 0) && t.AskPrice == best.Price && t.AskSize == best.Shares {
+				return
+			}
+			t.HasAsk, t.AskPrice, t.AskSize = n > 0, best.Price, best.Shares
 		}
+		s.pushQuote(locate, ns, t)
+		return
 	}
+	top := s.books.Top(locate)
 	if in.quoted && top == in.last {
 		return
 	}
@@ -706,6 +711,11 @@ func (s *Source) quote(locate uint16, side byte, ns int64, full bool) {
 		return
 	}
 	in.quoted, in.last = true, top
+	s.pushQuote(locate, ns, &in.last)
+}
+
+// pushQuote queues a quote of top.
+func (s *Source) pushQuote(locate uint16, ns int64, top *Top) {
 	var flags feed.Flags
 	if s.midDay {
 		flags |= feed.FlagBookIncomplete
@@ -717,7 +727,7 @@ func (s *Source) quote(locate uint16, side byte, ns int64, full bool) {
 		flags |= feed.FlagAskPresent
 	}
 	q := s.push(feed.TypeQuote, locate, ns, flags)
-	q.Quote = feed.Quote{BidPx: int64(top.BidPrice), BidSize: top.BidSize, AskPx: int64(top.AskPrice), AskSize: top.AskSize}
+	q.Quote.BidPx, q.Quote.BidSize, q.Quote.AskPx, q.Quote.AskSize = int64(top.BidPrice), top.BidSize, int64(top.AskPrice), top.AskSize
 }
 
 // startBroadcast makes Next emit a status with reason and flags for every
