@@ -162,7 +162,11 @@ func (s *Source) touch(b []byte) {
 		askLines &^= -(add & bid)
 		bidLines &^= -(add &^ bid)
 	}
-	prefetchEvent(table, table2, bidEnd, bidLines, askEnd, askLines)
+	inst := table
+	if locate := int(binary.BigEndian.Uint16(b[1:3])); locate < len(s.inst) {
+		inst = uintptr(unsafe.Pointer(&s.inst[locate]))
+	}
+	prefetchEvent(table, table2, bidEnd, bidLines, askEnd, askLines, inst)
 }
 
 // b2i is 1 for true and 0 for false (a SETcc, not a branch).

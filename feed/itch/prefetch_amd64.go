@@ -13,4 +13,4 @@ package itch
 // written for tableLines 3 and topLines 4 (TestPrefetchConstants).
 //
 //go:noescape
-func prefetchEvent(table, table2, bidEnd uintptr, bidLines int, askEnd uintptr, askLines int)
+func prefetchEvent(table, table2, bidEnd uintptr, bidLines int, askEnd uintptr, askLines int, inst uintptr)

@@ -1,13 +1,15 @@
 #include "textflag.h"
 
-// func prefetchEvent(table, table2, bidEnd uintptr, bidLines int, askEnd uintptr, askLines int)
+// func prefetchEvent(table, table2, bidEnd uintptr, bidLines int, askEnd uintptr, askLines int, inst uintptr)
 //
 // Straight-line: tableLines (3) lines from table and from table2 (table
 // again when table2 is 0), and topLines (4) lines back from each side's
 // end, the last line again where a side has fewer (the table's line
 // where it has none). A loop's exit would be mispredicted as often as
 // the sides' sizes vary.
-TEXT ·prefetchEvent(SB), NOSPLIT|NOFRAME, $0-48
+TEXT ·prefetchEvent(SB), NOSPLIT|NOFRAME, $0-56
+	MOVQ	inst+48(FP), AX
+	PREFETCHT0	(AX)
 	MOVQ	table+0(FP), R8
 	PREFETCHT0	(R8)
 	PREFETCHT0	64(R8)
