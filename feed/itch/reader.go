@@ -94,6 +94,20 @@ func (r *Reader) fill(n int) {
 // messages are returned as empty slices. Next does not allocate unless it
 // fails.
 func (r *Reader) Next() ([]byte, int64, error) {
+	// The common case first: the whole block is buffered.
+	if start := r.start; r.end-start >= 2 {
+		n := int(r.buf[start])<<8 | int(r.buf[start+1])
+		if end := start + 2 + n; end <= r.end {
+			r.start = end
+			return r.buf[start+2 : end : end], r.base + int64(start), nil
+		}
+	}
+	return r.next()
+}
+
+// next is Next when the block is not all buffered: it reads more, or
+// reports the end of the input.
+func (r *Reader) next() ([]byte, int64, error) {
 	if r.end-r.start < 2 {
 		r.fill(2)
 	}
