@@ -97,6 +97,7 @@ func randomOrders(r *rand.Rand, n int, stocks uint16) []byte {
 		ref    uint64
 		locate uint16
 		shares int
+		px     int
 	}
 	var orders []live
 	ref := uint64(1)
@@ -110,7 +111,7 @@ func randomOrders(r *rand.Rand, n int, stocks uint16) []byte {
 			}
 			sh := 1 + r.IntN(500)
 			s.add(l, ref, side, sh, px, "")
-			orders = append(orders, live{ref, l, sh})
+			orders = append(orders, live{ref, l, sh, px})
 			ref++
 			continue
 		}
@@ -139,8 +140,20 @@ func randomOrders(r *rand.Rand, n int, stocks uint16) []byte {
 			if r.IntN(2) == 0 {
 				px = 101000 + 100*r.IntN(30)
 			}
+			switch r.IntN(8) {
+			case 0: // the same level, the same shares: no level changes
+				px, sh = o.px, o.shares
+			case 1, 2: // the same level, new shares
+				px = o.px
+			case 3: // a new reference already live: the original only leaves
+				if d := orders[r.IntN(len(orders))]; d.ref != o.ref {
+					s.replace(o.locate, o.ref, d.ref, sh, px)
+					gone()
+					continue
+				}
+			}
 			s.replace(o.locate, o.ref, ref, sh, px)
-			o.ref, o.shares = ref, sh
+			o.ref, o.shares, o.px = ref, sh, px
 			ref++
 		case 4:
 			k := 1 + r.IntN(o.shares)

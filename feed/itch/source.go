@@ -463,6 +463,10 @@ func (s *Source) handle(b []byte, off int64) error {
 		}
 	case TypeOrderReplace:
 		u := m.OrderReplace()
+		if s.cfg.Depth > 0 && !s.exhaustive {
+			s.replace(t, locate, ns, u)
+			break
+		}
 		s.snapshotOrder(locate, u.OriginalRef())
 		o, res := s.books.Replace(locate, u.OriginalRef(), u.NewRef(), u.Shares(), u.Price())
 		if res != Unknown && res != WrongStock {
@@ -582,40 +586,157 @@ func (s *Source) snapshotOrder(locate uint16, ref uint64) {
 
 // depth publishes the level deltas of side's top Config.Depth levels of
 // stock locate that the last book operation (Books.last), which touched
-// one level, made: nothing below the top; a changed level; a new level,
-// and the level it pushed out of the top; a removed level, and the level
-// it pulled into the top. These are exactly the deltas merge would find
-// between the top before and after (TestDepthPerEventMatchesMerge), at
-// O(1) instead of O(Depth), and with no copy of the top kept per stock.
+// one level, made (eventDeltas). These are exactly the deltas merge would
+// find between the top before and after (TestDepthPerEventMatchesMerge),
+// at O(1) instead of O(Depth), and with no copy of the top kept per stock.
 func (s *Source) depth(locate uint16, side byte, ns int64) {
-	ev := s.books.last
-	d := s.cfg.Depth
-	if ev.kind == levelSame || ev.pos >= d || (side != 'B' && side != 'S') {
+	if ev := s.books.last; ev.kind == levelSame || ev.pos >= s.cfg.Depth || (side != 'B' && side != 'S') {
 		return
 	}
 	if !s.instrument(locate).defined {
 		return // as in quote: no order event reaches a book before its add defined it
 	}
-	lv, _ := s.bookSide(locate, side)
-	var flags feed.Flags
-	if s.midDay {
-		flags |= feed.FlagBookIncomplete
+	var ds [2]pendingDelta
+	n := s.eventDeltas(&ds, locate, side)
+	flags := s.deltaFlags()
+	s.delta(locate, ns, flags, side, ds[0].action, ds[0].l)
+	if n > 1 {
+		s.delta(locate, ns, flags, side, ds[1].action, ds[1].l)
 	}
+}
+
+// pendingDelta is a level delta not queued yet.
+type pendingDelta struct {
+	action byte
+	l      Level
+}
+
+// eventDeltas puts into dst the level deltas of side's top Config.Depth
+// levels of stock locate that the last book operation (Books.last), which
+// touched one level, made, and returns how many: nothing below the top; a
+// changed level; a new level, and the level it pushed out of the top; a
+// removed level, and the level it pulled into the top.
+func (s *Source) eventDeltas(dst *[2]pendingDelta, locate uint16, side byte) int {
+	ev := s.books.last
+	d := s.cfg.Depth
+	if ev.kind == levelSame || ev.pos >= d {
+		return 0
+	}
+	lv, _ := s.bookSide(locate, side)
 	at := func(pos int) Level { return lv[len(lv)-1-pos] }
 	switch ev.kind {
 	case levelChanged:
-		s.delta(locate, ns, flags, side, feed.ActionChange, at(ev.pos))
+		dst[0] = pendingDelta{feed.ActionChange, at(ev.pos)}
+		return 1
 	case levelNew:
-		s.delta(locate, ns, flags, side, feed.ActionNew, at(ev.pos))
+		dst[0] = pendingDelta{feed.ActionNew, at(ev.pos)}
 		if len(lv) > d {
-			s.delta(locate, ns, flags, side, feed.ActionDelete, Level{Price: at(d).Price})
+			dst[1] = pendingDelta{feed.ActionDelete, Level{Price: at(d).Price}}
+			return 2
 		}
+		return 1
 	case levelGone:
-		s.delta(locate, ns, flags, side, feed.ActionDelete, Level{Price: ev.price})
+		dst[0] = pendingDelta{feed.ActionDelete, Level{Price: ev.price}}
 		if len(lv) >= d {
-			s.delta(locate, ns, flags, side, feed.ActionNew, at(d-1))
+			dst[1] = pendingDelta{feed.ActionNew, at(d - 1)}
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// deltaFlags returns the flags of a level delta.
+func (s *Source) deltaFlags() feed.Flags {
+	if s.midDay {
+		return feed.FlagBookIncomplete
+	}
+	return 0
+}
+
+// replace handles an order replace with depth: its delete and its add each
+// touch one level, and their deltas, taken as each happens, are netted per
+// price and queued best first, as merge would find them between the top
+// before and after, without a copy of the top (TestDepthPerEventMatchesMerge).
+func (s *Source) replace(t Type, locate uint16, ns int64, u OrderReplace) {
+	o, res := s.books.Delete(locate, u.OriginalRef())
+	if res != OK {
+		s.count(t, res) // unknown or of another stock: nothing changed
+		return
+	}
+	defined := s.instrument(locate).defined
+	var del, add [2]pendingDelta
+	nd, na := 0, 0
+	if defined {
+		nd = s.eventDeltas(&del, locate, o.Side)
+	}
+	res = s.books.Add(locate, u.NewRef(), o.Side, u.Shares(), u.Price())
+	if defined {
+		na = s.eventDeltas(&add, locate, o.Side) // none if the new order was refused
+	}
+	var net [4]pendingDelta
+	n := 0
+	var matched [2]bool
+	for _, a := range del[:nd] {
+		j := -1
+		for k := range na {
+			if add[k].l.Price == a.l.Price {
+				j = k
+			}
+		}
+		if j < 0 {
+			net[n] = a
+			n++
+			continue
+		}
+		matched[j] = true
+		b := add[j]
+		switch {
+		case a.action == feed.ActionNew && b.action == feed.ActionDelete:
+			// Pulled into the top and pushed out again: in neither.
+		case a.action == feed.ActionDelete && b.action == feed.ActionNew:
+			// The original was the level's only order, and the new order
+			// made the level again: changed unless it is the same.
+			if b.l != (Level{Price: b.l.Price, Orders: 1, Shares: uint64(o.Shares)}) {
+				net[n] = pendingDelta{feed.ActionChange, b.l}
+				n++
+			}
+		case a.action == feed.ActionChange && b.action == feed.ActionChange:
+			// The new order took the original's place in the level.
+			if u.Shares() != o.Shares {
+				net[n] = b
+				n++
+			}
+		case a.action == feed.ActionNew:
+			// Pulled into the top, then changed: new as it is now.
+			net[n] = pendingDelta{feed.ActionNew, b.l}
+			n++
+		default:
+			// Changed, then pushed out of the top.
+			net[n] = b
+			n++
 		}
 	}
+	for k, b := range add[:na] {
+		if !matched[k] {
+			net[n] = b
+			n++
+		}
+	}
+	// Best first, as merge walks the two tops (at most four, all prices
+	// distinct).
+	bid := o.Side == 'B'
+	for i := 1; i < n; i++ {
+		for j := i; j > 0 && better(net[j].l.Price, net[j-1].l.Price, bid); j-- {
+			net[j], net[j-1] = net[j-1], net[j]
+		}
+	}
+	flags := s.deltaFlags()
+	for _, d := range net[:n] {
+		s.delta(locate, ns, flags, o.Side, d.action, d.l)
+	}
+	s.quote(locate, o.Side, ns, true)
+	s.count(t, res)
 }
 
 // merge publishes a level delta for each of side's top Config.Depth levels
