@@ -269,15 +269,15 @@ func (bk *book) side(s byte) (*[]Level, bool) {
 	return &bk.asks, false
 }
 
-// addLevel adds shares of one new order at price.
-func (b *Books) addLevel(bk *book, s byte, price, shares uint32) {
+// addLevel adds shares of one new order at price, and returns the side.
+func (b *Books) addLevel(bk *book, s byte, price, shares uint32) []Level {
 	lv, bid := bk.side(s)
 	i, ok := levelIndex(*lv, price, bid)
 	if ok {
 		(*lv)[i].Orders++
 		(*lv)[i].Shares += uint64(shares)
 		b.last = levelEvent{kind: levelChanged, pos: len(*lv) - 1 - i}
-		return
+		return *lv
 	}
 	if len(*lv) == cap(*lv) {
 		b.levels.grow(lv)
@@ -286,6 +286,7 @@ func (b *Books) addLevel(bk *book, s byte, price, shares uint32) {
 	shiftUp((*lv)[i:])
 	(*lv)[i] = Level{Price: price, Orders: 1, Shares: uint64(shares)}
 	b.last = levelEvent{kind: levelNew, pos: len(*lv) - 1 - i}
+	return *lv
 }
 
 // shortShift is the most levels shiftUp and shiftDown move one by one;
@@ -319,6 +320,12 @@ func shiftDown(side []Level) {
 // reduceLevel removes shares at price and, if gone, one order, and says
 // what that did.
 func (bk *book) reduceLevel(s byte, price, shares uint32, gone bool) levelEvent {
+	ev, _ := bk.reduce(s, price, shares, gone)
+	return ev
+}
+
+// reduce is reduceLevel, also returning the side.
+func (bk *book) reduce(s byte, price, shares uint32, gone bool) (levelEvent, []Level) {
 	lv, bid := bk.side(s)
 	i, ok := levelIndex(*lv, price, bid)
 	if !ok {
@@ -339,28 +346,34 @@ func (bk *book) reduceLevel(s byte, price, shares uint32, gone bool) levelEvent 
 	case shares != 0 || gone:
 		ev.kind = levelChanged
 	}
-	return ev
+	return ev, *lv
 }
 
 // Add adds a new order. A zero-share order is added too (it holds a level's
 // order count until deleted), as the feed may later replace it.
 func (b *Books) Add(locate uint16, ref uint64, side byte, shares, price uint32) Result {
+	res, _ := b.add(locate, ref, side, shares, price)
+	return res
+}
+
+// add is Add, also returning the side the order went to (nil if it was
+// refused).
+func (b *Books) add(locate uint16, ref uint64, side byte, shares, price uint32) (Result, []Level) {
 	b.last = levelEvent{}
 	if side != 'B' && side != 'S' {
-		return BadSide
+		return BadSide, nil
 	}
 	i, live := b.slot(ref)
 	if live {
-		return Duplicate
+		return Duplicate, nil
 	}
 	if b.live >= b.capacity {
-		return Full
+		return Full, nil
 	}
 	b.slots[i] = Order{Ref: ref, Shares: shares, Price: price, Locate: locate, Side: side, used: true}
 	b.live++
 	b.high = max(b.high, b.live)
-	b.addLevel(b.book(locate), side, price, shares)
-	return OK
+	return OK, b.addLevel(b.book(locate), side, price, shares)
 }
 
 // lookup finds ref for an event of stock locate.
@@ -414,15 +427,23 @@ func (b *Books) Cancel(locate uint16, ref uint64, shares uint32) (Order, Result)
 
 // Delete removes an order. It returns the order as it was.
 func (b *Books) Delete(locate uint16, ref uint64) (Order, Result) {
+	o, res, _ := b.delete(locate, ref)
+	return o, res
+}
+
+// delete is Delete, also returning the side the order left (nil if it was
+// not deleted).
+func (b *Books) delete(locate uint16, ref uint64) (Order, Result, []Level) {
 	b.last = levelEvent{}
 	i, res := b.lookup(locate, ref)
 	if res != OK {
-		return Order{}, res
+		return Order{}, res, nil
 	}
 	o := b.slots[i]
-	b.last = b.books[o.Locate].reduceLevel(o.Side, o.Price, o.Shares, true)
+	var lv []Level
+	b.last, lv = b.books[o.Locate].reduce(o.Side, o.Price, o.Shares, true)
 	b.remove(i)
-	return o, OK
+	return o, OK, lv
 }
 
 // Replace removes order oldRef and adds newRef on the same side with a new

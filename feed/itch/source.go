@@ -421,7 +421,12 @@ func (s *Source) handle(b []byte, off int64) error {
 		if s.exhaustive {
 			s.snapshot(locate, a.Side())
 		}
-		s.count(t, s.books.Add(locate, a.OrderRef(), a.Side(), a.Shares(), a.Price()))
+		res, lv := s.books.add(locate, a.OrderRef(), a.Side(), a.Shares(), a.Price())
+		s.count(t, res)
+		if lv != nil && !s.exhaustive {
+			s.sideChanged(&s.inst[locate], lv, locate, a.Side(), ns)
+			break
+		}
 		s.changed(locate, a.Side(), ns, false)
 	case TypeOrderExecuted, TypeOrderExecutedPrice:
 		e := m.OrderExecuted()
@@ -457,10 +462,15 @@ func (s *Source) handle(b []byte, off int64) error {
 		if s.exhaustive {
 			s.snapshotOrder(locate, m.OrderDelete().OrderRef())
 		}
-		o, res := s.books.Delete(locate, m.OrderDelete().OrderRef())
-		if s.count(t, res) {
-			s.changed(locate, o.Side, ns, false)
+		o, res, lv := s.books.delete(locate, m.OrderDelete().OrderRef())
+		if !s.count(t, res) {
+			break
 		}
+		if !s.exhaustive {
+			s.sideChanged(s.instrument(locate), lv, locate, o.Side, ns)
+			break
+		}
+		s.changed(locate, o.Side, ns, false)
 	case TypeOrderReplace:
 		u := m.OrderReplace()
 		if s.cfg.Depth > 0 && !s.exhaustive {
@@ -596,13 +606,45 @@ func (s *Source) depth(locate uint16, side byte, ns int64) {
 	if !s.instrument(locate).defined {
 		return // as in quote: no order event reaches a book before its add defined it
 	}
+	lv, _ := s.bookSide(locate, side)
+	s.pushDeltas(lv, locate, side, ns)
+}
+
+// pushDeltas queues the deltas of eventDeltas (at least one: the caller
+// checked the event reached the top).
+func (s *Source) pushDeltas(lv []Level, locate uint16, side byte, ns int64) {
 	var ds [2]pendingDelta
-	n := s.eventDeltas(&ds, locate, side)
+	n := s.eventDeltas(&ds, lv)
 	flags := s.deltaFlags()
 	s.delta(locate, ns, flags, side, ds[0].action, ds[0].l)
 	if n > 1 {
 		s.delta(locate, ns, flags, side, ds[1].action, ds[1].l)
 	}
+}
+
+// sideChanged is changed for an order event other than a replace that
+// changed side, whose levels after it are lv, of stock locate, whose state
+// is in: what depth and quote do, without looking either up again.
+func (s *Source) sideChanged(in *instrument, lv []Level, locate uint16, side byte, ns int64) {
+	ev := s.books.last
+	if ev.kind == levelSame || ev.pos > 0 {
+		if !in.quoted {
+			s.changed(locate, side, ns, false) // the first quote
+			return
+		}
+		if ev.kind != levelSame && ev.pos < s.cfg.Depth && in.defined {
+			s.pushDeltas(lv, locate, side, ns)
+		}
+		return
+	}
+	if s.cfg.Depth > 0 && in.defined {
+		s.pushDeltas(lv, locate, side, ns)
+	}
+	if !in.quoted {
+		s.quote(locate, side, ns, false)
+		return
+	}
+	s.quoteSide(in, lv, locate, side, ns)
 }
 
 // pendingDelta is a level delta not queued yet.
@@ -611,18 +653,17 @@ type pendingDelta struct {
 	l      Level
 }
 
-// eventDeltas puts into dst the level deltas of side's top Config.Depth
-// levels of stock locate that the last book operation (Books.last), which
-// touched one level, made, and returns how many: nothing below the top; a
+// eventDeltas puts into dst the level deltas of the top Config.Depth
+// levels of the side the last book operation (Books.last) touched, whose
+// levels after it are lv, and returns how many: nothing below the top; a
 // changed level; a new level, and the level it pushed out of the top; a
 // removed level, and the level it pulled into the top.
-func (s *Source) eventDeltas(dst *[2]pendingDelta, locate uint16, side byte) int {
+func (s *Source) eventDeltas(dst *[2]pendingDelta, lv []Level) int {
 	ev := s.books.last
 	d := s.cfg.Depth
 	if ev.kind == levelSame || ev.pos >= d {
 		return 0
 	}
-	lv, _ := s.bookSide(locate, side)
 	at := func(pos int) Level { return lv[len(lv)-1-pos] }
 	switch ev.kind {
 	case levelChanged:
@@ -668,11 +709,12 @@ func (s *Source) replace(t Type, locate uint16, ns int64, u OrderReplace) {
 	var del, add [2]pendingDelta
 	nd, na := 0, 0
 	if defined {
-		nd = s.eventDeltas(&del, locate, o.Side)
+		lv, _ := s.bookSide(locate, o.Side)
+		nd = s.eventDeltas(&del, lv)
 	}
-	res = s.books.Add(locate, u.NewRef(), o.Side, u.Shares(), u.Price())
-	if defined {
-		na = s.eventDeltas(&add, locate, o.Side) // none if the new order was refused
+	res, lv := s.books.add(locate, u.NewRef(), o.Side, u.Shares(), u.Price())
+	if defined && lv != nil {
+		na = s.eventDeltas(&add, lv) // none if the new order was refused
 	}
 	var net [4]pendingDelta
 	n := 0
@@ -802,24 +844,7 @@ func (s *Source) quote(locate uint16, side byte, ns int64, full bool) {
 			return
 		}
 		lv, _ := s.bookSide(locate, side)
-		var best Level
-		n := len(lv)
-		if n > 0 {
-			best = lv[n-1]
-		}
-		t := &in.last
-		if side == 'B' {
-			if t.HasBid == (n > 0) && t.BidPrice == best.Price && t.BidSize == best.Shares {
-				return
-			}
-			t.HasBid, t.BidPrice, t.BidSize = n > 0, best.Price, best.Shares
-		} else {
-			if t.HasAsk == (n > 0) && t.AskPrice == best.Price && t.AskSize == best.Shares {
-				return
-			}
-			t.HasAsk, t.AskPrice, t.AskSize = n > 0, best.Price, best.Shares
-		}
-		s.pushQuote(locate, ns, t)
+		s.quoteSide(in, lv, locate, side, ns)
 		return
 	}
 	top := s.books.Top(locate)
@@ -833,6 +858,30 @@ func (s *Source) quote(locate uint16, side byte, ns int64, full bool) {
 	}
 	in.quoted, in.last = true, top
 	s.pushQuote(locate, ns, &in.last)
+}
+
+// quoteSide is quote once a quote was published, after an event that
+// changed the best level of side, whose levels are now lv: it compares that
+// side's best level with the last quote's.
+func (s *Source) quoteSide(in *instrument, lv []Level, locate uint16, side byte, ns int64) {
+	var best Level
+	n := len(lv)
+	if n > 0 {
+		best = lv[n-1]
+	}
+	t := &in.last
+	if side == 'B' {
+		if t.HasBid == (n > 0) && t.BidPrice == best.Price && t.BidSize == best.Shares {
+			return
+		}
+		t.HasBid, t.BidPrice, t.BidSize = n > 0, best.Price, best.Shares
+	} else {
+		if t.HasAsk == (n > 0) && t.AskPrice == best.Price && t.AskSize == best.Shares {
+			return
+		}
+		t.HasAsk, t.AskPrice, t.AskSize = n > 0, best.Price, best.Shares
+	}
+	s.pushQuote(locate, ns, t)
 }
 
 // pushQuote queues a quote of top.
