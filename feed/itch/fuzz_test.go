@@ -70,7 +70,7 @@ func fuzzSource(t *testing.T, in []byte, ahead bool) {
 		}
 		return
 	}
-	src.ahead.on = ahead
+	src.ahead.on, src.ahead.grow = ahead, false
 	defined := map[uint32]bool{}
 	dm := deltaModel{}
 	var m feed.Msg

@@ -12,12 +12,19 @@ import (
 // larger than the caches, so nearly every event misses them; prefetching
 // the table slot and the best levels of each message lookAhead messages
 // early lets those misses overlap instead of coming one after another.
-const lookAhead = 16
+const lookAhead = 8
 
 // lookAheadTable is the smallest order table (in bytes) a Source reads
-// ahead for: a smaller one stays in the caches, where copying each message
-// costs more than the prefetches save.
-const lookAheadTable = 8 << 20
+// ahead for from the start, and lookAheadLevels the most levels the books
+// may hold before it reads ahead with a smaller table: below both, the
+// table and the books stay in the caches, where the look-ahead costs more
+// than its prefetches save (with a few stocks, 20%), but many stocks'
+// books outgrow the caches even with a small table (8,000 stocks take
+// 8 MB of levels, and reading ahead saves 20%; docs/scale.md).
+const (
+	lookAheadTable  = 8 << 20
+	lookAheadLevels = (2 << 20) / int(unsafe.Sizeof(Level{}))
+)
 
 // aheadSlot holds the bytes of every ITCH 5.0 message (the longest is 50).
 const aheadSlot = 64
@@ -57,7 +64,8 @@ type readAhead struct {
 	big        []byte // the one message too long for a slot
 	bigHeld    bool
 	err        error // what ended the reading ahead, returned after the messages before it
-	on         bool  // the order table is large enough to read ahead for (lookAheadTable)
+	on         bool  // reading ahead: the order table is large enough (lookAheadTable), or the books have grown (lookAheadLevels)
+	grow       bool  // not on yet, but to be once the books hold lookAheadLevels levels
 	stable     bool  // the reader is a stableReader: no copies
 }
 
@@ -68,7 +76,10 @@ type readAhead struct {
 func (s *Source) next() ([]byte, int64, error) {
 	a := &s.ahead
 	if !a.on {
-		return s.rd.Next()
+		if !a.grow || s.books.levels.used < lookAheadLevels {
+			return s.rd.Next()
+		}
+		a.on, a.grow = true, false
 	}
 	for a.size < lookAhead && a.err == nil && !a.bigHeld {
 		b, off, err := s.rd.Next()

@@ -5,9 +5,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/tickcast/tickcast/feed"
-	"github.com/tickcast/tickcast/feed/itch/itchgen"
 )
 
 // chunkReader returns its input in reads of random sizes, some of them as
@@ -96,95 +93,4 @@ func TestReaderKeepsMessages(t *testing.T) {
 		t.Fatalf("read only %d bytes: the buffers never moved", read)
 	}
 	t.Logf("%d bytes read, %d checks of held messages", read, checked)
-}
-
-// hidingReader is a MessageReader that hides its Reader's stableBytes, so
-// that a Source reads ahead of it by copying.
-type hidingReader struct{ r *Reader }
-
-func (h hidingReader) Next() ([]byte, int64, error) { return h.r.Next() }
-func (h hidingReader) Offset() int64                { return h.r.Offset() }
-
-// TestLookAheadWithoutCopies: a Source reading ahead of a Reader without
-// copying its messages normalizes a generated day exactly as one that
-// copies them, and as one that does not read ahead.
-func TestLookAheadWithoutCopies(t *testing.T) {
-	g, err := itchgen.New(itchgen.Config{Seed: 3, Stocks: 300, Orders: 20_000, Messages: 300_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	day, _ := g.AppendFile(nil, 300_000)
-	run := func(mode string) []feed.Msg {
-		var r MessageReader = NewReader(bytes.NewReader(day))
-		if mode == "copy" {
-			r = hidingReader{NewReader(bytes.NewReader(day))}
-		}
-		src, err := NewMessageSource(r, Config{Depth: 10, Clock: func() int64 { return 7 }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if src.ahead.stable != (mode == "stable") && mode != "off" {
-			t.Fatalf("%s: stable look-ahead %v", mode, src.ahead.stable)
-		}
-		if mode == "off" {
-			src.ahead.on = false
-		} else if !src.ahead.on {
-			t.Fatalf("%s: the default order table does not read ahead", mode)
-		}
-		var out []feed.Msg
-		var m feed.Msg
-		for {
-			if err := src.Next(&m); err == io.EOF {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", mode, err)
-			}
-			out = append(out, normalizedOnly(m))
-		}
-		return out
-	}
-	stable, copied, off := run("stable"), run("copy"), run("off")
-	if len(stable) < 300_000 {
-		t.Fatalf("%d normalized messages from 300,000 ITCH messages", len(stable))
-	}
-	for name, other := range map[string][]feed.Msg{"copying": copied, "not reading ahead": off} {
-		if len(other) != len(stable) {
-			t.Fatalf("%d messages without copies, %d %s", len(stable), len(other), name)
-		}
-		for i := range stable {
-			if stable[i] != other[i] {
-				t.Fatalf("message %d: %+v without copies, %+v %s", i, stable[i], other[i], name)
-			}
-		}
-	}
-}
-
-// normalizedOnly returns m with the bodies of other types than its own
-// zeroed: Next leaves what earlier messages put there.
-func normalizedOnly(m feed.Msg) feed.Msg {
-	out := feed.Msg{Header: m.Header}
-	switch m.Type {
-	case feed.TypeDefinition:
-		out.Def = m.Def
-	case feed.TypeQuote:
-		out.Quote = m.Quote
-	case feed.TypeTrade:
-		out.Trade = m.Trade
-	case feed.TypeTradeBust:
-		out.Bust = m.Bust
-	case feed.TypeStatus:
-		out.Status = m.Status
-	case feed.TypeLevelDelta:
-		out.Delta = m.Delta
-	}
-	return out
-}
-
-// TestPrefetchConstants: prefetchEvent's assembly is straight-line code
-// for three table lines and four lines a side; changing the constants
-// means changing it too.
-func TestPrefetchConstants(t *testing.T) {
-	if tableLines != 3 || topLines != 4 {
-		t.Fatalf("tableLines %d, topLines %d: prefetch_amd64.s prefetches 3 and 4", tableLines, topLines)
-	}
 }

@@ -1,0 +1,148 @@
+package itch
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/feed/itch/itchgen"
+)
+
+// hidingReader is a MessageReader that hides its Reader's stableBytes, so
+// that a Source reads ahead of it by copying.
+type hidingReader struct{ r *Reader }
+
+func (h hidingReader) Next() ([]byte, int64, error) { return h.r.Next() }
+func (h hidingReader) Offset() int64                { return h.r.Offset() }
+
+// TestLookAheadWithoutCopies: a Source reading ahead of a Reader without
+// copying its messages normalizes a generated day exactly as one that
+// copies them, and as one that does not read ahead.
+func TestLookAheadWithoutCopies(t *testing.T) {
+	g, err := itchgen.New(itchgen.Config{Seed: 3, Stocks: 300, Orders: 20_000, Messages: 300_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day, _ := g.AppendFile(nil, 300_000)
+	run := func(mode string) []feed.Msg {
+		var r MessageReader = NewReader(bytes.NewReader(day))
+		if mode == "copy" {
+			r = hidingReader{NewReader(bytes.NewReader(day))}
+		}
+		src, err := NewMessageSource(r, Config{Depth: 10, Clock: func() int64 { return 7 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src.ahead.stable != (mode == "stable") && mode != "off" {
+			t.Fatalf("%s: stable look-ahead %v", mode, src.ahead.stable)
+		}
+		if mode == "off" {
+			src.ahead.on, src.ahead.grow = false, false
+		} else if !src.ahead.on {
+			t.Fatalf("%s: the default order table does not read ahead", mode)
+		}
+		var out []feed.Msg
+		var m feed.Msg
+		for {
+			if err := src.Next(&m); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", mode, err)
+			}
+			out = append(out, normalizedOnly(m))
+		}
+		return out
+	}
+	stable, copied, off := run("stable"), run("copy"), run("off")
+	if len(stable) < 300_000 {
+		t.Fatalf("%d normalized messages from 300,000 ITCH messages", len(stable))
+	}
+	for name, other := range map[string][]feed.Msg{"copying": copied, "not reading ahead": off} {
+		if len(other) != len(stable) {
+			t.Fatalf("%d messages without copies, %d %s", len(stable), len(other), name)
+		}
+		for i := range stable {
+			if stable[i] != other[i] {
+				t.Fatalf("message %d: %+v without copies, %+v %s", i, stable[i], other[i], name)
+			}
+		}
+	}
+}
+
+// normalizedOnly returns m with the bodies of other types than its own
+// zeroed: Next leaves what earlier messages put there.
+func normalizedOnly(m feed.Msg) feed.Msg {
+	out := feed.Msg{Header: m.Header}
+	switch m.Type {
+	case feed.TypeDefinition:
+		out.Def = m.Def
+	case feed.TypeQuote:
+		out.Quote = m.Quote
+	case feed.TypeTrade:
+		out.Trade = m.Trade
+	case feed.TypeTradeBust:
+		out.Bust = m.Bust
+	case feed.TypeStatus:
+		out.Status = m.Status
+	case feed.TypeLevelDelta:
+		out.Delta = m.Delta
+	}
+	return out
+}
+
+// TestPrefetchConstants: prefetchEvent's assembly is straight-line code
+// for three table lines and four lines a side; changing the constants
+// means changing it too.
+func TestPrefetchConstants(t *testing.T) {
+	if tableLines != 3 || topLines != 4 {
+		t.Fatalf("tableLines %d, topLines %d: prefetch_amd64.s prefetches 3 and 4", tableLines, topLines)
+	}
+}
+
+// TestLookAheadWhenBooksGrow: a Source whose order table is too small to
+// read ahead from the start begins to once its books hold lookAheadLevels
+// levels (many stocks), and normalizes exactly as one that never does.
+func TestLookAheadWhenBooksGrow(t *testing.T) {
+	const stocks, n = 2500, 200_000
+	g, err := itchgen.New(itchgen.Config{Seed: 4, Stocks: stocks, Orders: 20_000, Messages: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day, _ := g.AppendFile(nil, n)
+	run := func(never bool) ([]feed.Msg, *Source) {
+		src, err := NewSource(bytes.NewReader(day), Config{OrderCapacity: 40_000, Depth: 10, Clock: func() int64 { return 7 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src.ahead.on || !src.ahead.grow {
+			t.Fatalf("a table of %d slots reads ahead from the start (on %v, grow %v)", len(src.books.slots), src.ahead.on, src.ahead.grow)
+		}
+		if never {
+			src.ahead.grow = false
+		}
+		var out []feed.Msg
+		var m feed.Msg
+		for {
+			if err := src.Next(&m); err == io.EOF {
+				return out, src
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, normalizedOnly(m))
+		}
+	}
+	grown, src := run(false)
+	if !src.ahead.on {
+		t.Fatalf("%d levels in the books (threshold %d), and not reading ahead", src.books.levels.used, lookAheadLevels)
+	}
+	never, _ := run(true)
+	if len(grown) != len(never) {
+		t.Fatalf("%d messages reading ahead once the books grew, %d never reading ahead", len(grown), len(never))
+	}
+	for i := range grown {
+		if grown[i] != never[i] {
+			t.Fatalf("message %d: %+v reading ahead once the books grew, %+v never", i, grown[i], never[i])
+		}
+	}
+}
