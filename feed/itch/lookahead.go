@@ -14,6 +14,10 @@ import (
 // early lets those misses overlap instead of coming one after another.
 const lookAhead = 8
 
+// The ring of messages read ahead is indexed with a mask: lookAhead must
+// be a power of two.
+var _ [0]struct{} = [lookAhead & (lookAhead - 1)]struct{}{}
+
 // lookAheadTable is the smallest order table (in bytes) a Source reads
 // ahead for from the start, and lookAheadLevels the most levels the books
 // may hold before it reads ahead with a smaller table: below both, the
@@ -87,7 +91,7 @@ func (s *Source) next() ([]byte, int64, error) {
 			a.err = err
 			break
 		}
-		slot := &a.ring[(a.head+a.size)%lookAhead]
+		slot := &a.ring[(a.head+a.size)&(lookAhead-1)]
 		slot.n, slot.off, slot.big = len(b), off, len(b) > aheadSlot
 		switch {
 		case a.stable:
@@ -110,7 +114,7 @@ func (s *Source) next() ([]byte, int64, error) {
 		return nil, s.rd.Offset(), err
 	}
 	slot := &a.ring[a.head]
-	a.head = (a.head + 1) % lookAhead
+	a.head = (a.head + 1) & (lookAhead - 1)
 	a.size--
 	if slot.big {
 		a.bigHeld = false
