@@ -51,6 +51,7 @@ type Order struct {
 	Locate uint16
 	Side   byte // 'B' or 'S'
 	used   bool
+	dist   uint32 // slots from its home slot (Books.home) to its own, in the table
 }
 
 // Level is an aggregated price level: the shares and number of orders
@@ -189,15 +190,16 @@ func (b *Books) find(ref uint64) int {
 
 // slot returns the slot of ref and true, or the empty slot that ends its
 // probe run and false: where an insert puts it.
-func (b *Books) slot(ref uint64) (uint64, bool) {
-	for i := b.home(ref); ; i = (i + 1) & b.mask {
+func (b *Books) slot(ref uint64) (i uint64, dist uint32, live bool) {
+	for i = b.home(ref); ; i = (i + 1) & b.mask {
 		s := &b.slots[i]
 		if !s.used {
-			return i, false
+			return i, dist, false
 		}
 		if s.Ref == ref {
-			return i, true
+			return i, dist, true
 		}
+		dist++
 	}
 }
 
@@ -207,10 +209,11 @@ func (b *Books) remove(i int) {
 	b.live--
 	hole := uint64(i)
 	for j := (hole + 1) & b.mask; b.slots[j].used; j = (j + 1) & b.mask {
-		h := b.home(b.slots[j].Ref)
-		// Move j into the hole unless its home lies cyclically in (hole, j].
-		if (j-h)&b.mask >= (j-hole)&b.mask {
+		// Move j into the hole unless its home lies cyclically in (hole,
+		// j]: unless it is nearer its home than the hole is.
+		if d := uint32((j - hole) & b.mask); b.slots[j].dist >= d {
 			b.slots[hole] = b.slots[j]
+			b.slots[hole].dist -= d
 			hole = j
 		}
 	}
@@ -363,14 +366,14 @@ func (b *Books) add(locate uint16, ref uint64, side byte, shares, price uint32) 
 	if side != 'B' && side != 'S' {
 		return BadSide, nil
 	}
-	i, live := b.slot(ref)
+	i, dist, live := b.slot(ref)
 	if live {
 		return Duplicate, nil
 	}
 	if b.live >= b.capacity {
 		return Full, nil
 	}
-	b.slots[i] = Order{Ref: ref, Shares: shares, Price: price, Locate: locate, Side: side, used: true}
+	b.slots[i] = Order{Ref: ref, Shares: shares, Price: price, Locate: locate, Side: side, used: true, dist: dist}
 	b.live++
 	b.high = max(b.high, b.live)
 	return OK, b.addLevel(b.book(locate), side, price, shares)
