@@ -430,23 +430,31 @@ func (b *Books) Cancel(locate uint16, ref uint64, shares uint32) (Order, Result)
 
 // Delete removes an order. It returns the order as it was.
 func (b *Books) Delete(locate uint16, ref uint64) (Order, Result) {
-	o, res, _ := b.delete(locate, ref)
-	return o, res
-}
-
-// delete is Delete, also returning the side the order left (nil if it was
-// not deleted).
-func (b *Books) delete(locate uint16, ref uint64) (Order, Result, []Level) {
 	b.last = levelEvent{}
 	i, res := b.lookup(locate, ref)
 	if res != OK {
-		return Order{}, res, nil
+		return Order{}, res
 	}
 	o := b.slots[i]
-	var lv []Level
-	b.last, lv = b.books[o.Locate].reduce(o.Side, o.Price, o.Shares, true)
+	b.last = b.books[o.Locate].reduceLevel(o.Side, o.Price, o.Shares, true)
 	b.remove(i)
-	return o, OK, lv
+	return o, OK
+}
+
+// delete is Delete returning only the side the order was on, and that
+// side's levels after it (nil if the order was not deleted): less to copy.
+func (b *Books) delete(locate uint16, ref uint64) (byte, Result, []Level) {
+	b.last = levelEvent{}
+	i, res := b.lookup(locate, ref)
+	if res != OK {
+		return 0, res, nil
+	}
+	o := &b.slots[i]
+	side := o.Side
+	var lv []Level
+	b.last, lv = b.books[locate].reduce(side, o.Price, o.Shares, true)
+	b.remove(i)
+	return side, OK, lv
 }
 
 // Replace removes order oldRef and adds newRef on the same side with a new

@@ -463,15 +463,15 @@ func (s *Source) handle(b []byte, off int64) error {
 		if s.exhaustive {
 			s.snapshotOrder(locate, m.OrderDelete().OrderRef())
 		}
-		o, res, lv := s.books.delete(locate, m.OrderDelete().OrderRef())
+		side, res, lv := s.books.delete(locate, m.OrderDelete().OrderRef())
 		if !s.count(t, res) {
 			break
 		}
 		if !s.exhaustive {
-			s.sideChanged(s.instrument(locate), lv, locate, o.Side, ns)
+			s.sideChanged(s.instrument(locate), lv, locate, side, ns)
 			break
 		}
-		s.changed(locate, o.Side, ns, false)
+		s.changed(locate, side, ns, false)
 	case TypeOrderReplace:
 		u := m.OrderReplace()
 		if s.cfg.Depth > 0 && !s.exhaustive {
