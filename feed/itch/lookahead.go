@@ -166,7 +166,8 @@ func (s *Source) touch(b []byte) {
 	}
 	var bidEnd, askEnd uintptr
 	var bidLines, askLines int
-	if locate := int(binary.BigEndian.Uint16(b[1:3])); locate < len(bk.books) {
+	locate := int(binary.BigEndian.Uint16(b[1:3]))
+	if locate < len(bk.books) {
 		book := &bk.books[locate]
 		bidEnd, bidLines = topLinesOf(book.bids)
 		askEnd, askLines = topLinesOf(book.asks)
@@ -178,7 +179,7 @@ func (s *Source) touch(b []byte) {
 		bidLines &^= -(add &^ bid)
 	}
 	inst := table
-	if locate := int(binary.BigEndian.Uint16(b[1:3])); locate < len(s.inst) {
+	if locate < len(s.inst) {
 		inst = uintptr(unsafe.Pointer(&s.inst[locate]))
 	}
 	prefetchEvent(table, table2, bidEnd, bidLines, askEnd, askLines, inst)
