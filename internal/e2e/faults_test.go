@@ -22,7 +22,7 @@ func testInjectedLossIsExactlyMissing(t *testing.T, mode string) {
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)
 	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "200000", "--group", ga)
 	if code := fh.wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("feedhandler exit %d", code)
+		t.Fatalf("feedhandler exit %d\n%s", code, tail(fh.stderr.String()))
 	}
 	sub.wait(t, 20*time.Second)
 	s := sub.summary(t)
@@ -57,7 +57,7 @@ func testSilencedLineA(t *testing.T, mode string) {
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)
 	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "200000", "--group", ga, "--group-b", gb)
 	if code := fh.wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("feedhandler exit %d", code)
+		t.Fatalf("feedhandler exit %d\n%s", code, tail(fh.stderr.String()))
 	}
 	code := sub.wait(t, 20*time.Second)
 	s := sub.summary(t)

@@ -173,7 +173,7 @@ func TestSubscriberJSONOutputAndSymbolJoin(t *testing.T) {
 	sub.waitLog(t, `"subscribed"`, 10*time.Second)
 	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "50000", "--group", ga)
 	if code := fh.wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("feedhandler exit %d", code)
+		t.Fatalf("feedhandler exit %d\n%s", code, tail(fh.stderr.String()))
 	}
 	code := sub.wait(t, 20*time.Second)
 	lines := strings.Split(strings.TrimSpace(sub.stdout.String()), "\n")

@@ -31,7 +31,7 @@ func testLateJoinFromSnapshot(t *testing.T, mode string) {
 		"window 4096":   start(t, ctx, subscriberBin, "--mode", mode, "--verify", "--group", ga, "--window", "4096"),
 	}
 	if code := fh.wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("feedhandler exit %d", code)
+		t.Fatalf("feedhandler exit %d\n%s", code, tail(fh.stderr.String()))
 	}
 	for name, sub := range subs {
 		code := sub.wait(t, 20*time.Second)
@@ -85,6 +85,6 @@ func testGracefulStopRecoversLostTail(t *testing.T, mode string) {
 		t.Fatalf("the tail was not lost and recovered as the test means: %v", s)
 	}
 	if code := fh.wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("feedhandler exit %d", code)
+		t.Fatalf("feedhandler exit %d\n%s", code, tail(fh.stderr.String()))
 	}
 }
