@@ -251,9 +251,10 @@ func (s *Source) Books() *Books { return s.books }
 // that its quotes carry feed.FlagBookIncomplete.
 func (s *Source) MidDay() bool { return s.midDay }
 
-// Offset returns the bytes of uncompressed input consumed so far: with a
-// table large enough to read ahead (lookAheadTable), up to lookAhead
-// messages past the last one normalized.
+// Offset returns the bytes of uncompressed input consumed so far: while
+// the Source reads ahead (an order table of lookAheadTable or more, or
+// books of lookAheadLevels), up to lookAhead messages past the last one
+// normalized.
 func (s *Source) Offset() int64 { return s.rd.Offset() }
 
 // Settled reports whether Next has returned every message normalized from
