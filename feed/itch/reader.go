@@ -41,10 +41,11 @@ func NewReader(r io.Reader) *Reader {
 }
 
 // Reset makes the Reader read r from its start, keeping its buffers. It
-// goes on filling the current buffer where the last input ended, so that
-// the messages read before stay valid as they would have (readStable).
+// goes on filling the current buffer where the last input's unread bytes
+// began, so that the messages read before stay valid as they would have
+// (readStable).
 func (r *Reader) Reset(rd io.Reader) {
-	*r = Reader{r: rd, buf: r.buf, spare: r.spare, start: r.end, end: r.end, base: -int64(r.end)}
+	*r = Reader{r: rd, buf: r.buf, spare: r.spare, start: r.start, end: r.start, base: -int64(r.start)}
 }
 
 // stableBytes says that a message Next returned keeps its bytes until at

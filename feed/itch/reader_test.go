@@ -56,18 +56,29 @@ func TestReaderKeepsMessages(t *testing.T) {
 	}
 	var window []held
 	var read int64 // input read, across resets
-	r := NewReader(&chunkReader{b: framed(rnd, 40_000), rnd: rnd})
+	// The first input is read as a file is, each read filling the buffer.
+	r := NewReader(bytes.NewReader(framed(rnd, 40_000)))
 	checked := 0
 	for pass := range 3 {
 		if pass > 0 {
 			r.Reset(&chunkReader{b: framed(rnd, 40_000), rnd: rnd})
 		}
 		var prev int64
-		for {
+		// The first two passes end early, with bytes still unread in the
+		// buffer, which the next input replaces: two messages after the
+		// Reader moved to its other buffer, while messages of the one
+		// before are held.
+		stop := -1
+		moved := &r.buf[0]
+		for n := 0; n != stop; n++ {
 			msg, _, err := r.Next()
 			if err == io.EOF {
 				break
 			}
+			if pass < 2 && stop < 0 && n > 5_000 && &r.buf[0] != moved {
+				stop = n + 2
+			}
+			moved = &r.buf[0]
 			if err != nil {
 				t.Fatal(err)
 			}
