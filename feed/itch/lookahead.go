@@ -56,6 +56,15 @@ type stableReader interface {
 	stableBytes() int
 }
 
+// pendingReader is a MessageReader that tells whether its next Next
+// returns at once: a live feed's waits for the network when it holds
+// nothing. The look-ahead reads ahead of such a reader only what it
+// already holds, so that no message waits for the ones after it to
+// arrive.
+type pendingReader interface {
+	Pending() bool
+}
+
 // aheadSpan is the most input the look-ahead spans: lookAhead messages
 // that fit a slot and one of the longest (nothing is read past it). A
 // stableReader must keep its messages at least that long.
@@ -71,6 +80,7 @@ type readAhead struct {
 	on         bool  // reading ahead: the order table is large enough (lookAheadTable), or the books have grown (lookAheadLevels)
 	grow       bool  // not on yet, but to be once the books hold lookAheadLevels levels
 	stable     bool  // the reader is a stableReader: no copies
+	pending    pendingReader
 }
 
 // next returns the next ITCH message and its offset, or the reader's error
@@ -86,6 +96,9 @@ func (s *Source) next() ([]byte, int64, error) {
 		a.on, a.grow = true, false
 	}
 	for a.size < lookAhead && a.err == nil && !a.bigHeld {
+		if a.size > 0 && a.pending != nil && !a.pending.Pending() {
+			break // nothing more has arrived: handle what has
+		}
 		b, off, err := s.rd.Next()
 		if err != nil {
 			a.err = err

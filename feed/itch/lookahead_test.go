@@ -146,3 +146,79 @@ func TestLookAheadWhenBooksGrow(t *testing.T) {
 		}
 	}
 }
+
+// liveReader is a MessageReader of a live feed: its messages arrive in
+// batches (arrive), and a Next with none held would wait for the network
+// (counted in waits) before it returns feed.ErrIdle. It is a
+// pendingReader.
+type liveReader struct {
+	held  [][]byte
+	waits int
+	off   int64
+}
+
+func (r *liveReader) arrive(msgs ...[]byte) { r.held = append(r.held, msgs...) }
+
+func (r *liveReader) Next() ([]byte, int64, error) {
+	if len(r.held) == 0 {
+		r.waits++
+		return nil, r.off, feed.ErrIdle
+	}
+	m := r.held[0]
+	r.held = r.held[1:]
+	r.off++
+	return m, r.off - 1, nil
+}
+
+func (r *liveReader) Offset() int64 { return r.off }
+func (r *liveReader) Pending() bool { return len(r.held) > 0 }
+
+// TestLookAheadDoesNotWait: reading ahead of a live feed takes only the
+// messages that have arrived; the first of them is normalized without a
+// wait for more (which would cost a live feed its idle wait, 10 ms by
+// default, on every message of a quiet market).
+func TestLookAheadDoesNotWait(t *testing.T) {
+	var s stream
+	s.sys('O')
+	s.dir(1, "AAPL", 'Q', 100)
+	s.add(1, 1, 'B', 100, 1500000, "AAPL")
+	s.add(1, 2, 'S', 100, 1510000, "AAPL")
+	var msgs [][]byte
+	for rd := NewReader(bytes.NewReader(s.b)); ; {
+		m, _, err := rd.Next()
+		if err != nil {
+			break
+		}
+		msgs = append(msgs, bytes.Clone(m))
+	}
+	r := &liveReader{}
+	src, err := NewMessageSource(r, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !src.ahead.on {
+		t.Fatal("the default order table does not read ahead: the test tests nothing")
+	}
+	r.arrive(msgs[:3]...) // the system event, the directory and the first add
+	var m feed.Msg
+	got := 0
+	for {
+		err := src.Next(&m)
+		if err == feed.ErrIdle {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got++; r.waits != 0 {
+			t.Fatalf("normalized message %d (%s) came after %d waits for more input", got, m.Type, r.waits)
+		}
+	}
+	if got == 0 || r.waits != 1 {
+		t.Fatalf("%d messages normalized, %d waits; want some, then 1 wait once all were handled", got, r.waits)
+	}
+	r.arrive(msgs[3])
+	if err := src.Next(&m); err != nil || m.Type != feed.TypeQuote || r.waits != 1 {
+		t.Fatalf("the second add: %v, %s, %d waits; want its quote at once", err, m.Type, r.waits)
+	}
+}

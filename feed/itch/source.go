@@ -238,6 +238,7 @@ func NewMessageSource(r MessageReader, cfg Config) (*Source, error) {
 	if sr, ok := r.(stableReader); ok && sr.stableBytes() >= aheadSpan {
 		s.ahead.stable = true
 	}
+	s.ahead.pending, _ = r.(pendingReader)
 	return s, nil
 }
 

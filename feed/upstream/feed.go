@@ -137,6 +137,9 @@ type Feed struct {
 
 var _ itch.MessageReader = (*Feed)(nil)
 
+// A Source reads ahead of a Feed only what is pending (itch's look-ahead).
+var _ interface{ Pending() bool } = (*Feed)(nil)
+
 // Open joins the lines, opens the re-request socket and returns the feed.
 func Open(cfg Config) (*Feed, error) {
 	cfg = cfg.withDefaults()
@@ -271,6 +274,13 @@ func (f *Feed) Next() ([]byte, int64, error) {
 	f.seq = it.seq
 	return f.buf[start:it.end:it.end], int64(it.seq), nil
 }
+
+// Pending reports whether Next returns at once: a message or a loss was
+// released and not yet returned, or the stream has ended. Otherwise Next
+// waits for input, up to Config.IdleWait. A Source reading ahead of the
+// Feed takes only what is pending, so that no message waits for the ones
+// after it.
+func (f *Feed) Pending() bool { return f.pos < len(f.items) || f.err != nil }
 
 // fill takes what the lines and the re-request socket hold, and waits,
 // until the tracker releases something or reports a loss (true), the

@@ -347,3 +347,32 @@ func TestNextDoesNotAllocate(t *testing.T) {
 		t.Errorf("%v allocations per packet of %d messages", allocs, per)
 	}
 }
+
+// TestPending: Pending says whether Next returns at once. After a packet
+// of three messages it does for three calls, then not (Next would wait
+// for the network), and the stream's end is pending too.
+func TestPending(t *testing.T) {
+	f := openTest(t, Config{IdleWait: 5 * time.Millisecond})
+	if f.Pending() {
+		t.Fatal("pending before any packet")
+	}
+	f.packet(0, packet(t, 1, 3), 0)
+	for seq := uint64(1); seq <= 3; seq++ {
+		if !f.Pending() {
+			t.Fatalf("message %d of a packet taken is not pending", seq)
+		}
+		if msg, off, err := f.Next(); err != nil || uint64(off) != seq || string(msg) != string(message(seq)) {
+			t.Fatalf("Next: %q, %d, %v; want message %d", msg, off, err, seq)
+		}
+	}
+	if f.Pending() {
+		t.Fatal("pending with every message of the packet returned")
+	}
+	if _, _, err := f.Next(); err != feed.ErrIdle {
+		t.Fatalf("Next with nothing pending: %v, want feed.ErrIdle", err)
+	}
+	f.err = io.EOF
+	if !f.Pending() {
+		t.Fatal("the end of the stream is not pending")
+	}
+}
