@@ -320,14 +320,8 @@ func shiftDown(side []Level) {
 	}
 }
 
-// reduceLevel removes shares at price and, if gone, one order, and says
-// what that did.
-func (bk *book) reduceLevel(s byte, price, shares uint32, gone bool) levelEvent {
-	ev, _ := bk.reduce(s, price, shares, gone)
-	return ev
-}
-
-// reduce is reduceLevel, also returning the side.
+// reduce removes shares at price and, if gone, one order, and says what
+// that did; it returns the side's levels after it.
 func (bk *book) reduce(s byte, price, shares uint32, gone bool) (levelEvent, []Level) {
 	lv, bid := bk.side(s)
 	i, ok := levelIndex(*lv, price, bid)
@@ -401,11 +395,11 @@ func (b *Books) reduce(i int, shares uint32) Result {
 		if shares > o.Shares {
 			res = Excess
 		}
-		b.last = bk.reduceLevel(o.Side, o.Price, o.Shares, true)
+		b.last, _ = bk.reduce(o.Side, o.Price, o.Shares, true)
 		b.remove(i)
 		return res
 	}
-	b.last = bk.reduceLevel(o.Side, o.Price, shares, false)
+	b.last, _ = bk.reduce(o.Side, o.Price, shares, false)
 	o.Shares -= shares
 	return OK
 }
@@ -436,8 +430,7 @@ func (b *Books) Delete(locate uint16, ref uint64) (Order, Result) {
 		return Order{}, res
 	}
 	o := b.slots[i]
-	b.last = b.books[o.Locate].reduceLevel(o.Side, o.Price, o.Shares, true)
-	b.remove(i)
+	b.deleteSlot(i)
 	return o, OK
 }
 
@@ -449,12 +442,18 @@ func (b *Books) delete(locate uint16, ref uint64) (byte, Result, []Level) {
 	if res != OK {
 		return 0, res, nil
 	}
+	side := b.slots[i].Side
+	return side, OK, b.deleteSlot(i)
+}
+
+// deleteSlot takes the order in slot i out of its level and the table,
+// and returns its side's levels after it.
+func (b *Books) deleteSlot(i int) []Level {
 	o := &b.slots[i]
-	side := o.Side
 	var lv []Level
-	b.last, lv = b.books[locate].reduce(side, o.Price, o.Shares, true)
+	b.last, lv = b.books[o.Locate].reduce(o.Side, o.Price, o.Shares, true)
 	b.remove(i)
-	return side, OK, lv
+	return lv
 }
 
 // Replace removes order oldRef and adds newRef on the same side with a new

@@ -618,7 +618,7 @@ func (s *Source) depth(locate uint16, side byte, ns int64) {
 func (s *Source) pushDeltas(lv []Level, locate uint16, side byte, ns int64) {
 	var ds [2]pendingDelta
 	n := s.eventDeltas(&ds, lv)
-	flags := s.deltaFlags()
+	flags := s.bookFlags()
 	s.delta(locate, ns, flags, side, ds[0].action, ds[0].l)
 	if n > 1 {
 		s.delta(locate, ns, flags, side, ds[1].action, ds[1].l)
@@ -690,8 +690,9 @@ func (s *Source) eventDeltas(dst *[2]pendingDelta, lv []Level) int {
 	return 0
 }
 
-// deltaFlags returns the flags of a level delta.
-func (s *Source) deltaFlags() feed.Flags {
+// bookFlags returns the flags every level delta and quote carries:
+// feed.FlagBookIncomplete while the books are incomplete.
+func (s *Source) bookFlags() feed.Flags {
 	if s.midDay {
 		return feed.FlagBookIncomplete
 	}
@@ -776,7 +777,7 @@ func (s *Source) replace(t Type, locate uint16, ns int64, u OrderReplace) {
 			net[j], net[j-1] = net[j-1], net[j]
 		}
 	}
-	flags := s.deltaFlags()
+	flags := s.bookFlags()
 	for _, d := range net[:n] {
 		s.delta(locate, ns, flags, o.Side, d.action, d.l)
 	}
@@ -796,10 +797,7 @@ func (s *Source) merge(locate uint16, side byte, ns int64, pub []Level) {
 	}
 	lv, bid := s.bookSide(locate, side)
 	n := min(len(lv), s.cfg.Depth)
-	var flags feed.Flags
-	if s.midDay {
-		flags |= feed.FlagBookIncomplete
-	}
+	flags := s.bookFlags()
 	i, j := 0, 0
 	for i < len(pub) || j < n {
 		var cur Level
@@ -889,10 +887,7 @@ func (s *Source) quoteSide(in *instrument, lv []Level, locate uint16, side byte,
 
 // pushQuote queues a quote of top.
 func (s *Source) pushQuote(locate uint16, ns int64, top *Top) {
-	var flags feed.Flags
-	if s.midDay {
-		flags |= feed.FlagBookIncomplete
-	}
+	flags := s.bookFlags()
 	if top.HasBid {
 		flags |= feed.FlagBidPresent
 	}
