@@ -223,7 +223,9 @@ func (b *Books) remove(i int) {
 // initialLevels is the capacity of each side of a new book, in levels.
 const initialLevels = 32
 
-func (b *Books) book(locate uint16) *book {
+// newBook makes stock locate's book, the first time an order is added
+// to it (add looks up the books that exist itself).
+func (b *Books) newBook(locate uint16) *book {
 	if int(locate) >= len(b.books) {
 		b.books = append(b.books, make([]book, int(locate)+1-len(b.books))...)
 	}
@@ -370,7 +372,13 @@ func (b *Books) add(locate uint16, ref uint64, side byte, shares, price uint32) 
 	b.slots[i] = Order{Ref: ref, Shares: shares, Price: price, Locate: locate, Side: side, used: true, dist: dist}
 	b.live++
 	b.high = max(b.high, b.live)
-	return OK, b.addLevel(b.book(locate), side, price, shares)
+	var bk *book
+	if int(locate) < len(b.books) && b.books[locate].bids != nil {
+		bk = &b.books[locate]
+	} else {
+		bk = b.newBook(locate)
+	}
+	return OK, b.addLevel(bk, side, price, shares)
 }
 
 // lookup finds ref for an event of stock locate.
@@ -438,12 +446,20 @@ func (b *Books) Delete(locate uint16, ref uint64) (Order, Result) {
 // side's levels after it (nil if the order was not deleted): less to copy.
 func (b *Books) delete(locate uint16, ref uint64) (byte, Result, []Level) {
 	b.last = levelEvent{}
-	i, res := b.lookup(locate, ref)
-	if res != OK {
-		return 0, res, nil
+	// lookup and deleteSlot, written out: the most common event but one.
+	i := b.find(ref)
+	if i < 0 {
+		return 0, Unknown, nil
 	}
-	side := b.slots[i].Side
-	return side, OK, b.deleteSlot(i)
+	o := &b.slots[i]
+	if o.Locate != locate {
+		return 0, WrongStock, nil
+	}
+	side := o.Side
+	var lv []Level
+	b.last, lv = b.books[o.Locate].reduce(side, o.Price, o.Shares, true)
+	b.remove(i)
+	return side, OK, lv
 }
 
 // deleteSlot takes the order in slot i out of its level and the table,

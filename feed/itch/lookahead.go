@@ -81,6 +81,18 @@ type readAhead struct {
 	grow       bool  // not on yet, but to be once the books hold lookAheadLevels levels
 	stable     bool  // the reader is a stableReader: no copies
 	pending    pendingReader
+	// frames is the Reader a framedReader's messages come from, at
+	// offsets *base more: the look-ahead frames them itself.
+	frames *Reader
+	base   *int64
+}
+
+// framedReader is a MessageReader whose messages are those of a Reader,
+// at offsets *base more than the Reader's (Reader itself is one), and
+// that keeps them as a stableReader does: the look-ahead frames them in
+// place, and calls Next only to read more input, or at the end.
+type framedReader interface {
+	framed() (rd *Reader, base *int64)
 }
 
 // next returns the next ITCH message and its offset, or the reader's error
@@ -94,6 +106,27 @@ func (s *Source) next() ([]byte, int64, error) {
 			return s.rd.Next()
 		}
 		a.on, a.grow = true, false
+	}
+	if rd := a.frames; rd != nil && a.err == nil && !a.bigHeld {
+		// A Reader's framing, done here on its buffer: Reader.Next less
+		// its calls. Anything else (the end of the buffer, a message
+		// too long for a slot) is left to Next below.
+		for a.size < lookAhead {
+			start := rd.start
+			if rd.end-start < 2 {
+				break
+			}
+			n := int(rd.buf[start])<<8 | int(rd.buf[start+1])
+			e := start + 2 + n
+			if e > rd.end || n > aheadSlot {
+				break
+			}
+			rd.start = e
+			slot := &a.ring[(a.head+a.size)&(lookAhead-1)]
+			slot.p, slot.off, slot.big = rd.buf[start+2:e:e], *a.base+rd.base+int64(start), false
+			a.size++
+			s.touch(slot.p)
+		}
 	}
 	for a.size < lookAhead && a.err == nil && !a.bigHeld {
 		if a.size > 0 && a.pending != nil && !a.pending.Pending() {

@@ -2,6 +2,7 @@ package itch
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"testing"
 
@@ -16,26 +17,40 @@ type hidingReader struct{ r *Reader }
 func (h hidingReader) Next() ([]byte, int64, error) { return h.r.Next() }
 func (h hidingReader) Offset() int64                { return h.r.Offset() }
 
-// TestLookAheadWithoutCopies: a Source reading ahead of a Reader without
-// copying its messages normalizes a generated day exactly as one that
-// copies them, and as one that does not read ahead.
+// stableOnly is a MessageReader that shows its Reader's stableBytes but
+// not its framing, so that a Source reads ahead of it without copies,
+// calling Next for every message.
+type stableOnly struct{ hidingReader }
+
+func (r stableOnly) stableBytes() int { return r.r.stableBytes() }
+
+// TestLookAheadWithoutCopies: a Source reading ahead of a Reader by
+// framing its messages in place normalizes a generated day exactly as one
+// that calls Next for each without copying it, as one that copies them,
+// and as one that does not read ahead; and reports a bad message after
+// them at the same offset.
 func TestLookAheadWithoutCopies(t *testing.T) {
 	g, err := itchgen.New(itchgen.Config{Seed: 3, Stocks: 300, Orders: 20_000, Messages: 300_000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	day, _ := g.AppendFile(nil, 300_000)
-	run := func(mode string) []feed.Msg {
+	bad := int64(len(day))
+	day = append(day, 0, 3, byte(TypeAddOrder), 0, 1) // an add of 3 bytes
+	run := func(mode string) ([]feed.Msg, error) {
 		var r MessageReader = NewReader(bytes.NewReader(day))
-		if mode == "copy" {
+		switch mode {
+		case "copy":
 			r = hidingReader{NewReader(bytes.NewReader(day))}
+		case "stable":
+			r = stableOnly{hidingReader{NewReader(bytes.NewReader(day))}}
 		}
 		src, err := NewMessageSource(r, Config{Depth: 10, Clock: func() int64 { return 7 }})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if src.ahead.stable != (mode == "stable") && mode != "off" {
-			t.Fatalf("%s: stable look-ahead %v", mode, src.ahead.stable)
+		if src.ahead.stable != (mode != "copy") || (src.ahead.frames != nil) != (mode == "framed" || mode == "off") {
+			t.Fatalf("%s: stable look-ahead %v, framed %v", mode, src.ahead.stable, src.ahead.frames != nil)
 		}
 		if mode == "off" {
 			src.ahead.on, src.ahead.grow = false, false
@@ -45,27 +60,32 @@ func TestLookAheadWithoutCopies(t *testing.T) {
 		var out []feed.Msg
 		var m feed.Msg
 		for {
-			if err := src.Next(&m); err == io.EOF {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", mode, err)
+			if err := src.Next(&m); err != nil {
+				return out, err
 			}
 			out = append(out, normalizedOnly(m))
 		}
-		return out
 	}
-	stable, copied, off := run("stable"), run("copy"), run("off")
-	if len(stable) < 300_000 {
-		t.Fatalf("%d normalized messages from 300,000 ITCH messages", len(stable))
+	framed, ferr := run("framed")
+	if len(framed) < 300_000 {
+		t.Fatalf("%d normalized messages from 300,000 ITCH messages", len(framed))
 	}
-	for name, other := range map[string][]feed.Msg{"copying": copied, "not reading ahead": off} {
-		if len(other) != len(stable) {
-			t.Fatalf("%d messages without copies, %d %s", len(stable), len(other), name)
+	var fe *FormatError
+	if !errors.As(ferr, &fe) || fe.Offset != bad {
+		t.Fatalf("the bad message at offset %d: %v", bad, ferr)
+	}
+	for _, mode := range []string{"stable", "copy", "off"} {
+		other, err := run(mode)
+		if len(other) != len(framed) {
+			t.Fatalf("%d messages framed in place, %d %s", len(framed), len(other), mode)
 		}
-		for i := range stable {
-			if stable[i] != other[i] {
-				t.Fatalf("message %d: %+v without copies, %+v %s", i, stable[i], other[i], name)
+		for i := range framed {
+			if framed[i] != other[i] {
+				t.Fatalf("message %d: %+v framed in place, %+v %s", i, framed[i], other[i], mode)
 			}
+		}
+		if err == nil || err.Error() != ferr.Error() {
+			t.Fatalf("framed in place: %v; %s: %v", ferr, mode, err)
 		}
 	}
 }

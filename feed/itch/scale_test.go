@@ -60,6 +60,9 @@ func (r *genReader) Offset() int64 { return r.base + r.rd.Offset() }
 // Reader, which keeps them as a move of its buffers does.
 func (r *genReader) stableBytes() int { return r.rd.stableBytes() }
 
+// framed: its messages are its Reader's, at offsets base more.
+func (r *genReader) framed() (*Reader, *int64) { return r.rd, &r.base }
+
 // scaleDay is the day BenchmarkNormalizeScale reads: 8,000 stocks and a
 // live population of a million orders. It is far longer than any run
 // reads; its length sets the timestamps' pace (a full day's).

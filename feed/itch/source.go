@@ -239,6 +239,9 @@ func NewMessageSource(r MessageReader, cfg Config) (*Source, error) {
 		s.ahead.stable = true
 	}
 	s.ahead.pending, _ = r.(pendingReader)
+	if fr, ok := r.(framedReader); ok && s.ahead.stable && s.ahead.pending == nil {
+		s.ahead.frames, s.ahead.base = fr.framed()
+	}
 	return s, nil
 }
 
@@ -419,7 +422,9 @@ func (s *Source) handle(b []byte, off int64) error {
 	case TypeMWCBDeclineLevel, TypeMWCBStatus:
 		// Market-wide; Price(8) index levels are no instrument's prices.
 	case TypeAddOrder, TypeAddOrderMPID:
-		s.define(m)
+		if !s.instrument(locate).defined {
+			s.define(m)
+		}
 		a := m.AddOrder()
 		if s.exhaustive {
 			s.snapshot(locate, a.Side())
@@ -613,15 +618,37 @@ func (s *Source) depth(locate uint16, side byte, ns int64) {
 	s.pushDeltas(lv, locate, side, ns)
 }
 
-// pushDeltas queues the deltas of eventDeltas (at least one: the caller
-// checked the event reached the top).
+// pushDeltas queues the level deltas of side's top Config.Depth levels,
+// whose levels are now lv, that the last book operation (Books.last), which
+// touched one level, made: the deltas eventDeltas finds, written straight
+// into the queue.
 func (s *Source) pushDeltas(lv []Level, locate uint16, side byte, ns int64) {
-	var ds [2]pendingDelta
-	n := s.eventDeltas(&ds, lv)
+	ev := s.books.last
+	d := s.cfg.Depth
+	if ev.kind == levelSame || ev.pos >= d {
+		return
+	}
 	flags := s.bookFlags()
-	s.delta(locate, ns, flags, side, ds[0].action, ds[0].l)
-	if n > 1 {
-		s.delta(locate, ns, flags, side, ds[1].action, ds[1].l)
+	n := len(lv)
+	// The first delta is written here (the common case, a changed level,
+	// makes only it); a second, through delta.
+	var action byte
+	var l *Level
+	switch ev.kind {
+	case levelChanged:
+		action, l = feed.ActionChange, &lv[n-1-ev.pos]
+	case levelNew:
+		action, l = feed.ActionNew, &lv[n-1-ev.pos]
+	default: // levelGone
+		action, l = feed.ActionDelete, &Level{Price: ev.price}
+	}
+	m := s.push(feed.TypeLevelDelta, locate, ns, flags)
+	m.Delta.Side, m.Delta.Action, m.Delta.Orders, m.Delta.Px, m.Delta.Size = feed.Side(side), action, l.Orders, int64(l.Price), l.Shares
+	switch {
+	case ev.kind == levelNew && n > d:
+		s.delta(locate, ns, flags, side, feed.ActionDelete, &Level{Price: lv[n-1-d].Price})
+	case ev.kind == levelGone && n >= d:
+		s.delta(locate, ns, flags, side, feed.ActionNew, &lv[n-d])
 	}
 }
 
@@ -629,25 +656,19 @@ func (s *Source) pushDeltas(lv []Level, locate uint16, side byte, ns int64) {
 // changed side, whose levels after it are lv, of stock locate, whose state
 // is in: what depth and quote do, without looking either up again.
 func (s *Source) sideChanged(in *instrument, lv []Level, locate uint16, side byte, ns int64) {
-	ev := s.books.last
-	if ev.kind == levelSame || ev.pos > 0 {
-		if !in.quoted {
-			s.changed(locate, side, ns, false) // the first quote
-			return
-		}
-		if ev.kind != levelSame && ev.pos < s.cfg.Depth && in.defined {
-			s.pushDeltas(lv, locate, side, ns)
-		}
-		return
-	}
-	if s.cfg.Depth > 0 && in.defined {
-		s.pushDeltas(lv, locate, side, ns)
-	}
 	if !in.quoted {
-		s.quote(locate, side, ns, false)
+		s.changed(locate, side, ns, false) // the first quote
 		return
 	}
-	s.quoteSide(in, lv, locate, side, ns)
+	// A quoted instrument is defined.
+	ev := s.books.last
+	if ev.kind == levelSame {
+		return
+	}
+	s.pushDeltas(lv, locate, side, ns)
+	if ev.pos == 0 {
+		s.quoteSide(in, lv, locate, side, ns)
+	}
 }
 
 // pendingDelta is a level delta not queued yet.
@@ -779,7 +800,7 @@ func (s *Source) replace(t Type, locate uint16, ns int64, u OrderReplace) {
 	}
 	flags := s.bookFlags()
 	for _, d := range net[:n] {
-		s.delta(locate, ns, flags, o.Side, d.action, d.l)
+		s.delta(locate, ns, flags, o.Side, d.action, &d.l)
 	}
 	s.quote(locate, o.Side, ns, true)
 	s.count(t, res)
@@ -806,14 +827,14 @@ func (s *Source) merge(locate uint16, side byte, ns int64, pub []Level) {
 		}
 		switch {
 		case j == n || (i < len(pub) && better(pub[i].Price, cur.Price, bid)):
-			s.delta(locate, ns, flags, side, feed.ActionDelete, Level{Price: pub[i].Price})
+			s.delta(locate, ns, flags, side, feed.ActionDelete, &Level{Price: pub[i].Price})
 			i++
 		case i == len(pub) || better(cur.Price, pub[i].Price, bid):
-			s.delta(locate, ns, flags, side, feed.ActionNew, cur)
+			s.delta(locate, ns, flags, side, feed.ActionNew, &cur)
 			j++
 		default: // the same price
 			if cur != pub[i] {
-				s.delta(locate, ns, flags, side, feed.ActionChange, cur)
+				s.delta(locate, ns, flags, side, feed.ActionChange, &cur)
 			}
 			i++
 			j++
@@ -826,7 +847,7 @@ func (s *Source) merge(locate uint16, side byte, ns int64, pub []Level) {
 func better(p, q uint32, bid bool) bool { return p != q && (p > q) == bid }
 
 // delta queues one level delta.
-func (s *Source) delta(locate uint16, ns int64, flags feed.Flags, side byte, action byte, l Level) {
+func (s *Source) delta(locate uint16, ns int64, flags feed.Flags, side byte, action byte, l *Level) {
 	d := s.push(feed.TypeLevelDelta, locate, ns, flags)
 	d.Delta.Side, d.Delta.Action, d.Delta.Orders, d.Delta.Px, d.Delta.Size = feed.Side(side), action, l.Orders, int64(l.Price), l.Shares
 }
@@ -882,7 +903,15 @@ func (s *Source) quoteSide(in *instrument, lv []Level, locate uint16, side byte,
 		}
 		t.HasAsk, t.AskPrice, t.AskSize = n > 0, best.Price, best.Shares
 	}
-	s.pushQuote(locate, ns, t)
+	flags := s.bookFlags()
+	if t.HasBid {
+		flags |= feed.FlagBidPresent
+	}
+	if t.HasAsk {
+		flags |= feed.FlagAskPresent
+	}
+	q := s.push(feed.TypeQuote, locate, ns, flags)
+	q.Quote.BidPx, q.Quote.BidSize, q.Quote.AskPx, q.Quote.AskSize = int64(t.BidPrice), t.BidSize, int64(t.AskPrice), t.AskSize
 }
 
 // pushQuote queues a quote of top.
