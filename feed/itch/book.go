@@ -432,21 +432,33 @@ func (b *Books) Cancel(locate uint16, ref uint64, shares uint32) (Order, Result)
 
 // Delete removes an order. It returns the order as it was.
 func (b *Books) Delete(locate uint16, ref uint64) (Order, Result) {
-	b.last = levelEvent{}
-	i, res := b.lookup(locate, ref)
-	if res != OK {
-		return Order{}, res
-	}
-	o := b.slots[i]
-	b.deleteSlot(i)
-	return o, OK
+	o, res, _ := b.take(locate, ref)
+	return o, res
 }
 
-// delete is Delete returning only the side the order was on, and that
-// side's levels after it (nil if the order was not deleted): less to copy.
+// take is Delete, also returning the side's levels after it (nil if the
+// order was not deleted).
+func (b *Books) take(locate uint16, ref uint64) (Order, Result, []Level) {
+	b.last = levelEvent{}
+	i := b.find(ref)
+	if i < 0 {
+		return Order{}, Unknown, nil
+	}
+	o := b.slots[i]
+	if o.Locate != locate {
+		return Order{}, WrongStock, nil
+	}
+	var lv []Level
+	b.last, lv = b.books[locate].reduce(o.Side, o.Price, o.Shares, true)
+	b.remove(i)
+	return o, OK, lv
+}
+
+// delete is take returning only the side the order was on: less to copy
+// for the most common event but one. lookup and the removal are written
+// out.
 func (b *Books) delete(locate uint16, ref uint64) (byte, Result, []Level) {
 	b.last = levelEvent{}
-	// lookup and deleteSlot, written out: the most common event but one.
 	i := b.find(ref)
 	if i < 0 {
 		return 0, Unknown, nil
@@ -457,19 +469,9 @@ func (b *Books) delete(locate uint16, ref uint64) (byte, Result, []Level) {
 	}
 	side := o.Side
 	var lv []Level
-	b.last, lv = b.books[o.Locate].reduce(side, o.Price, o.Shares, true)
+	b.last, lv = b.books[locate].reduce(side, o.Price, o.Shares, true)
 	b.remove(i)
 	return side, OK, lv
-}
-
-// deleteSlot takes the order in slot i out of its level and the table,
-// and returns its side's levels after it.
-func (b *Books) deleteSlot(i int) []Level {
-	o := &b.slots[i]
-	var lv []Level
-	b.last, lv = b.books[o.Locate].reduce(o.Side, o.Price, o.Shares, true)
-	b.remove(i)
-	return lv
 }
 
 // Replace removes order oldRef and adds newRef on the same side with a new

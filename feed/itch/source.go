@@ -725,28 +725,59 @@ func (s *Source) bookFlags() feed.Flags {
 // price and queued best first, as merge would find them between the top
 // before and after, without a copy of the top (TestDepthPerEventMatchesMerge).
 func (s *Source) replace(t Type, locate uint16, ns int64, u OrderReplace) {
-	o, res := s.books.Delete(locate, u.OriginalRef())
+	o, res, lv := s.books.take(locate, u.OriginalRef())
 	if res != OK {
 		s.count(t, res) // unknown or of another stock: nothing changed
 		return
 	}
-	defined := s.instrument(locate).defined
+	in := s.instrument(locate)
 	var del, add [2]pendingDelta
 	nd, na := 0, 0
-	if defined {
-		lv, _ := s.bookSide(locate, o.Side)
+	if in.defined {
 		nd = s.eventDeltas(&del, lv)
 	}
-	res, lv := s.books.add(locate, u.NewRef(), o.Side, u.Shares(), u.Price())
-	if defined && lv != nil {
-		na = s.eventDeltas(&add, lv) // none if the new order was refused
+	res, alv := s.books.add(locate, u.NewRef(), o.Side, u.Shares(), u.Price())
+	if alv != nil { // nil if the new order was refused: lv is the side
+		lv = alv
+		if in.defined {
+			na = s.eventDeltas(&add, lv)
+		}
 	}
+	flags := s.bookFlags()
+	if nd == 0 || na == 0 {
+		// Nothing to net, and each list is best first already: a
+		// level, then the one it pushed out of the top or pulled in.
+		for _, d := range del[:nd] {
+			s.delta(locate, ns, flags, o.Side, d.action, &d.l)
+		}
+		for _, d := range add[:na] {
+			s.delta(locate, ns, flags, o.Side, d.action, &d.l)
+		}
+	} else {
+		net, n := netDeltas(del[:nd], add[:na], o, u.Shares())
+		for _, d := range net[:n] {
+			s.delta(locate, ns, flags, o.Side, d.action, &d.l)
+		}
+	}
+	if in.quoted {
+		// A replace keeps its side: the last quote holds the other.
+		s.quoteSide(in, lv, locate, o.Side, ns)
+	} else {
+		s.quote(locate, o.Side, ns, true)
+	}
+	s.count(t, res)
+}
+
+// netDeltas nets the level deltas of a replace's delete, del, and of its
+// add, add, both on the side of the original order o, the new order having
+// shares: per price, and then best first.
+func netDeltas(del, add []pendingDelta, o Order, shares uint32) ([4]pendingDelta, int) {
 	var net [4]pendingDelta
 	n := 0
 	var matched [2]bool
-	for _, a := range del[:nd] {
+	for _, a := range del {
 		j := -1
-		for k := range na {
+		for k := range add {
 			if add[k].l.Price == a.l.Price {
 				j = k
 			}
@@ -770,7 +801,7 @@ func (s *Source) replace(t Type, locate uint16, ns int64, u OrderReplace) {
 			}
 		case a.action == feed.ActionChange && b.action == feed.ActionChange:
 			// The new order took the original's place in the level.
-			if u.Shares() != o.Shares {
+			if shares != o.Shares {
 				net[n] = b
 				n++
 			}
@@ -784,7 +815,7 @@ func (s *Source) replace(t Type, locate uint16, ns int64, u OrderReplace) {
 			n++
 		}
 	}
-	for k, b := range add[:na] {
+	for k, b := range add {
 		if !matched[k] {
 			net[n] = b
 			n++
@@ -798,12 +829,7 @@ func (s *Source) replace(t Type, locate uint16, ns int64, u OrderReplace) {
 			net[j], net[j-1] = net[j-1], net[j]
 		}
 	}
-	flags := s.bookFlags()
-	for _, d := range net[:n] {
-		s.delta(locate, ns, flags, o.Side, d.action, &d.l)
-	}
-	s.quote(locate, o.Side, ns, true)
-	s.count(t, res)
+	return net, n
 }
 
 // merge publishes a level delta for each of side's top Config.Depth levels
