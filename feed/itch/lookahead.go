@@ -1,7 +1,6 @@
 package itch
 
 import (
-	"encoding/binary"
 	"unsafe"
 
 	"github.com/tickcast/tickcast/feed"
@@ -190,64 +189,13 @@ var touchKinds = [256]uint8{
 
 // touch prefetches what an order event will read, so that the cache lines
 // are on their way by the time the event is handled: the order table
-// slots its reference (and a replace's new one) is looked up from, and
-// the best levels of its stock's side, or of both sides when the side is
-// its order's. Every order event carries its reference at the same
-// offset; the few branches here depend on the kind of event, not on its
-// data.
-func (s *Source) touch(b []byte) {
-	if len(b) == 0 {
-		return
-	}
-	t := Type(b[0])
-	k := touchKinds[t]
-	if k == touchNone || len(b) != Size(t) {
-		return // handle reports a bad length; every order event is long enough for what is read here
-	}
-	bk := s.books
-	table := uintptr(unsafe.Pointer(&bk.slots[bk.home(binary.BigEndian.Uint64(b[11:19]))]))
-	var table2 uintptr
-	if k == touchReplace {
-		table2 = uintptr(unsafe.Pointer(&bk.slots[bk.home(binary.BigEndian.Uint64(b[19:27]))]))
-	}
-	var bidEnd, askEnd uintptr
-	var bidLines, askLines int
-	locate := int(binary.BigEndian.Uint16(b[1:3]))
-	if locate < len(bk.books) {
-		book := &bk.books[locate]
-		bidEnd, bidLines = topLinesOf(book.bids)
-		askEnd, askLines = topLinesOf(book.asks)
-		// An add prefetches only its own side. Without branches: the
-		// side is as random as the event types.
-		add := int(k & touchAdd)
-		bid := b2i(b[19&-add] == 'B') // an add's side; the type byte for other events
-		askLines &^= -(add & bid)
-		bidLines &^= -(add &^ bid)
-	}
-	inst := table
-	if locate < len(s.inst) {
-		inst = uintptr(unsafe.Pointer(&s.inst[locate]))
-	}
-	prefetchEvent(table, table2, bidEnd, bidLines, askEnd, askLines, inst)
-}
-
-// b2i is 1 for true and 0 for false (a SETcc, not a branch).
-func b2i(b bool) int {
-	var i int
-	if b {
-		i = 1
-	}
-	return i
-}
-
-// topLinesOf returns where a side's levels end and how many cache lines
-// of its best levels (kept last), where most changes happen, to
-// prefetch: up to topLines, from the line holding the best level back.
-func topLinesOf(side []Level) (uintptr, int) {
-	size := uintptr(len(side)) * unsafe.Sizeof(Level{})
-	end := uintptr(unsafe.Pointer(unsafe.SliceData(side))) + size
-	return end, min(topLines, int((size+63)/64))
-}
+// slots its reference (and a replace's new one) is looked up from, its
+// stock's state, and the best levels of its stock's side, or of both
+// sides when the side is its order's. Every order event carries its
+// reference at the same offset; the few branches depend on the kind of
+// event, not on its data. It is one call to assembly (touchEvent; a
+// no-op where there is none), which reads the Source's fields itself.
+func (s *Source) touch(b []byte) { touchEvent(s, unsafe.SliceData(b), len(b)) }
 
 // tableLines is how many cache lines of the order table the look-ahead
 // prefetches from an event's home slot on: the slot itself, which may

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"unsafe"
 
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/feed/itch/itchgen"
@@ -111,12 +112,27 @@ func normalizedOnly(m feed.Msg) feed.Msg {
 	return out
 }
 
-// TestPrefetchConstants: prefetchEvent's assembly is straight-line code
-// for three table lines and four lines a side; changing the constants
-// means changing it too.
+// TestPrefetchConstants: touchEvent's assembly is straight-line code for
+// three table lines and four lines a side, and scales indexes by the sizes
+// of an Order (24), a Level (16), a book (48) and an instrument (40):
+// changing any of them means changing it too.
 func TestPrefetchConstants(t *testing.T) {
 	if tableLines != 3 || topLines != 4 {
-		t.Fatalf("tableLines %d, topLines %d: prefetch_amd64.s prefetches 3 and 4", tableLines, topLines)
+		t.Fatalf("tableLines %d, topLines %d: touch_amd64.h prefetches 3 and 4", tableLines, topLines)
+	}
+	sizes := []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"Order", unsafe.Sizeof(Order{}), 24},
+		{"Level", unsafe.Sizeof(Level{}), 16},
+		{"book", unsafe.Sizeof(book{}), 48},
+		{"instrument", unsafe.Sizeof(instrument{}), 40},
+	}
+	for _, sz := range sizes {
+		if sz.got != sz.want {
+			t.Errorf("%s is %d bytes: touch_amd64.h scales by %d", sz.name, sz.got, sz.want)
+		}
 	}
 }
 

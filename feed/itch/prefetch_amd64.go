@@ -2,15 +2,29 @@ package itch
 
 // The prefetches ask the CPU to bring cache lines into its caches without
 // waiting for them (PREFETCHT0): unlike a load, a prefetch never holds up
-// the instructions after it, and it never faults. One call prefetches all
-// an order event needs: a call to assembly costs about as much as the
-// prefetches.
+// the instructions after it, and it never faults. One call to assembly
+// does all of touch: it costs fewer instructions than Go code computing
+// the addresses and then calling assembly for the prefetches.
 
-// prefetchEvent prefetches tableLines cache lines from the one holding
-// table on, as many from table2 unless it is 0, the bidLines lines (at
-// most topLines) that end at bidEnd (the line holding bidEnd-1 and the
-// ones before it), and the askLines lines that end at askEnd. It is
-// written for tableLines 3 and topLines 4 (TestPrefetchConstants).
+// touchEvent is Source.touch for the message of n bytes at p: it
+// prefetches tableLines cache lines from the home slot of the message's
+// reference, as many from a replace's new reference's, the line of the
+// stock's state (instrument), and topLines lines that end each side of
+// the stock's book the event may change (an add's own side; both for an
+// event whose side is its order's). It reads the Source's fields at their
+// offsets (go_asm.h), and is written for tableLines 3, topLines 4 and the
+// sizes of Order, Level, book and instrument that TestPrefetchConstants
+// checks.
 //
 //go:noescape
-func prefetchEvent(table, table2, bidEnd uintptr, bidLines int, askEnd uintptr, askLines int, inst uintptr)
+func touchEvent(s *Source, p *byte, n int)
+
+// touchMax is the most cache lines touchEvent prefetches for one event.
+const touchMax = 1 + 2*tableLines + 2*topLines
+
+// touchLines is touchEvent storing the addresses it would prefetch in out,
+// in order, instead of prefetching them (the rest of out is left alone):
+// for TestTouchLines.
+//
+//go:noescape
+func touchLines(s *Source, p *byte, n int, out *[touchMax]uintptr)

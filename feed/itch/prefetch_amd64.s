@@ -1,46 +1,59 @@
 #include "textflag.h"
+#include "go_asm.h"
 
-// PREFETCH_SIDE prefetches topLines (4) lines back from a side's end, the
-// last line again where the side has fewer, and R8's line where it has
-// none. A loop's exit would be mispredicted as often as sides' sizes vary.
-#define PREFETCH_SIDE(end, lines) \
-	MOVQ	end, AX; \
-	MOVQ	lines, CX; \
-	DECQ	AX; \
-	TESTQ	CX, CX; \
+// HOME puts the address of the home slot (Books.home) of the reference
+// at off in the message into dst: ((ref>>run)*φ>>shift + ref&runMask) &
+// mask, times Order__size (24), plus the table's start.
+#define HOME(off, dst) \
+	MOVQ	off(SI), AX; \
+	BSWAPQ	AX; \
+	MOVQ	AX, R9; \
+	MOVBQZX	Books_run(BX), CX; \
+	SHRQ	CX, R9; \
+	MOVQ	$-7046029254386353131, R10; \
+	IMULQ	R10, R9; \
+	MOVBQZX	Books_shift(BX), CX; \
+	SHRQ	CX, R9; \
+	ANDQ	Books_runMask(BX), AX; \
+	ADDQ	AX, R9; \
+	ANDQ	Books_mask(BX), R9; \
+	LEAQ	(R9)(R9*2), R9; \
+	MOVQ	Books_slots(BX), dst; \
+	LEAQ	(dst)(R9*8), dst
+
+// SIDE fetches the topLines (4) cache lines that end a side of len levels
+// (Level__size, 16 bytes) at ptr, where its best levels are: the line of
+// its last byte and the three before it, each no lower than its start
+// (the line before again where the side is shorter); the table's line
+// (R8) for a side without levels. No branch: sides' lengths vary.
+#define SIDE(ptr, len) \
+	SHLQ	$4, len; \
+	LEAQ	-1(ptr)(len*1), AX; \
+	TESTQ	len, len; \
 	CMOVQEQ	R8, AX; \
-	PREFETCHT0	(AX); \
-	LEAQ	-64(AX), BX; \
-	CMPQ	CX, $2; \
-	CMOVQLT	AX, BX; \
-	PREFETCHT0	(BX); \
-	LEAQ	-64(BX), DX; \
-	CMPQ	CX, $3; \
-	CMOVQLT	BX, DX; \
-	PREFETCHT0	(DX); \
-	LEAQ	-64(DX), SI; \
-	CMPQ	CX, $4; \
-	CMOVQLT	DX, SI; \
-	PREFETCHT0	(SI)
+	CMOVQEQ	R8, ptr; \
+	FETCH(0(AX)); \
+	LEAQ	-64(AX), R9; \
+	CMPQ	R9, ptr; \
+	CMOVQCS	AX, R9; \
+	FETCH(0(R9)); \
+	LEAQ	-64(R9), AX; \
+	CMPQ	AX, ptr; \
+	CMOVQCS	R9, AX; \
+	FETCH(0(AX)); \
+	LEAQ	-64(AX), R9; \
+	CMPQ	R9, ptr; \
+	CMOVQCS	AX, R9; \
+	FETCH(0(R9))
 
-// func prefetchEvent(table, table2, bidEnd uintptr, bidLines int, askEnd uintptr, askLines int, inst uintptr)
-//
-// Straight-line: the line of inst, tableLines (3) lines from table and
-// from table2 (table again when table2 is 0), and each side's lines
-// (PREFETCH_SIDE, with table's line for a side of none).
-TEXT ·prefetchEvent(SB), NOSPLIT|NOFRAME, $0-56
-	MOVQ	inst+48(FP), AX
-	PREFETCHT0	(AX)
-	MOVQ	table+0(FP), R8
-	PREFETCHT0	(R8)
-	PREFETCHT0	64(R8)
-	PREFETCHT0	128(R8)
-	MOVQ	table2+8(FP), AX
-	TESTQ	AX, AX
-	CMOVQEQ	R8, AX
-	PREFETCHT0	(AX)
-	PREFETCHT0	64(AX)
-	PREFETCHT0	128(AX)
-	PREFETCH_SIDE(bidEnd+16(FP), bidLines+24(FP))
-	PREFETCH_SIDE(askEnd+32(FP), askLines+40(FP))
-	RET
+// func touchEvent(s *Source, p *byte, n int)
+#define FETCH(a) PREFETCHT0 a
+TEXT ·touchEvent(SB), NOSPLIT|NOFRAME, $0-24
+#include "touch_amd64.h"
+#undef FETCH
+
+// func touchLines(s *Source, p *byte, n int, out *[touchMax]uintptr)
+#define FETCH(a) LEAQ a, CX; MOVQ CX, (DI); ADDQ $8, DI
+TEXT ·touchLines(SB), NOSPLIT|NOFRAME, $0-32
+	MOVQ	out+24(FP), DI
+#include "touch_amd64.h"

@@ -2,7 +2,6 @@
 
 package itch
 
-// prefetchEvent does nothing on this architecture: the look-ahead then
-// only costs its reading ahead.
-func prefetchEvent(table, table2, bidEnd uintptr, bidLines int, askEnd uintptr, askLines int, inst uintptr) {
-}
+// touchEvent does nothing on this architecture: the look-ahead then only
+// costs its reading ahead.
+func touchEvent(s *Source, p *byte, n int) {}

@@ -1,0 +1,151 @@
+package itch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+	"unsafe"
+
+	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/feed/itch/itchgen"
+)
+
+// touchReference returns the cache lines (address / 64) touchEvent is to
+// prefetch for message b, computed in Go from the Source's books: the
+// tableLines lines from the home slot of the reference and of a replace's
+// new one, the stock's state's line, and for each side the event may
+// change (an add's own; both otherwise) the lines of its last byte and of
+// the topLines-1 addresses 64 bytes apart before it that are no lower
+// than its start (the table's line for a side without levels).
+func touchReference(s *Source, b []byte) map[uintptr]bool {
+	lines := map[uintptr]bool{}
+	if len(b) == 0 {
+		return lines
+	}
+	t := Type(b[0])
+	k := touchKinds[t]
+	if k == touchNone || len(b) != Size(t) {
+		return lines
+	}
+	bk := s.books
+	addr := func(p unsafe.Pointer) uintptr { return uintptr(p) }
+	table := addr(unsafe.Pointer(&bk.slots[bk.home(binary.BigEndian.Uint64(b[11:19]))]))
+	for i := range tableLines {
+		lines[(table+uintptr(64*i))>>6] = true
+	}
+	if k == touchReplace {
+		table2 := addr(unsafe.Pointer(&bk.slots[bk.home(binary.BigEndian.Uint64(b[19:27]))]))
+		for i := range tableLines {
+			lines[(table2+uintptr(64*i))>>6] = true
+		}
+	}
+	locate := int(binary.BigEndian.Uint16(b[1:3]))
+	if locate < len(s.inst) {
+		lines[addr(unsafe.Pointer(&s.inst[locate]))>>6] = true
+	}
+	if locate >= len(bk.books) {
+		return lines
+	}
+	sides := [][]Level{bk.books[locate].bids, bk.books[locate].asks}
+	if k == touchAdd {
+		if b[19] == 'B' {
+			sides = sides[:1]
+		} else {
+			sides = sides[1:]
+		}
+	}
+	for _, side := range sides {
+		if len(side) == 0 {
+			lines[table>>6] = true
+			continue
+		}
+		start := addr(unsafe.Pointer(&side[0]))
+		end := start + uintptr(len(side))*unsafe.Sizeof(Level{})
+		for i := range topLines {
+			if a := end - 1 - uintptr(64*i); a >= start {
+				lines[a>>6] = true
+			}
+		}
+	}
+	return lines
+}
+
+// TestTouchLines: the assembly's cache lines (touchLines, touchEvent's
+// body storing the addresses instead of prefetching them) are those
+// touchReference computes from the books, for every message of a
+// generated day read after its books have filled, for messages of
+// unknown stocks, and for messages too short for their type.
+func TestTouchLines(t *testing.T) {
+	g, err := itchgen.New(itchgen.Config{Seed: 5, Stocks: 400, Orders: 30_000, Messages: 200_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day, _ := g.AppendFile(nil, 200_000)
+	src, err := NewSource(bytes.NewReader(day), Config{Depth: 10, Clock: func() int64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m feed.Msg
+	for src.Stats().Messages < 150_000 {
+		if err := src.Next(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The messages after the ones read so far, and some of no stock yet
+	// and too short.
+	rd := NewReader(bytes.NewReader(day[src.Offset():]))
+	var msgs [][]byte
+	for {
+		b, _, err := rd.Next()
+		if err != nil {
+			break
+		}
+		msgs = append(msgs, append([]byte(nil), b...))
+	}
+	kinds := map[uint8]int{}
+	for _, b := range msgs {
+		kinds[touchKinds[b[0]]]++
+	}
+	if kinds[touchAdd] < 1000 || kinds[touchOrder] < 1000 || kinds[touchReplace] < 100 {
+		t.Fatalf("too few order events of each kind: %v", kinds)
+	}
+	for _, b := range msgs[:200] {
+		if touchKinds[b[0]] == touchNone {
+			continue
+		}
+		far := append([]byte(nil), b...)
+		binary.BigEndian.PutUint16(far[1:3], 65000) // no state, no book
+		msgs = append(msgs, far, b[:len(b)-1], b[:1])
+	}
+	msgs = append(msgs, []byte{})
+	const unset = ^uintptr(0)
+	for i, b := range msgs {
+		var out [touchMax + 1]uintptr
+		for j := range out {
+			out[j] = unset
+		}
+		var p *byte
+		if len(b) > 0 {
+			p = &b[0]
+		}
+		touchLines(src, p, len(b), (*[touchMax]uintptr)(out[:touchMax]))
+		if out[touchMax] != unset {
+			t.Fatalf("message %d: more than %d lines", i, touchMax)
+		}
+		got := map[uintptr]bool{}
+		for _, a := range out {
+			if a != unset {
+				got[a>>6] = true
+			}
+		}
+		want := touchReference(src, b)
+		if len(got) != len(want) {
+			t.Fatalf("message %d (%q, %d bytes): %d lines, want %d", i, b[:min(1, len(b))], len(b), len(got), len(want))
+		}
+		for l := range want {
+			if !got[l] {
+				t.Fatalf("message %d (%q, %d bytes): line %#x not prefetched", i, b[:min(1, len(b))], len(b), l<<6)
+			}
+		}
+	}
+}

@@ -1,0 +1,90 @@
+// The body of touchEvent and touchLines (prefetch_amd64.s), which differ
+// in FETCH, what they do with each cache line (touchLines stores it at DI
+// and moves on).
+//
+// Registers: SI the message, CX its length, then scratch (shift counts,
+// and FETCH's in touchLines); DX the kind (touchKinds); BX the Books; R11
+// the stock locate; R8 the home slot of the reference; R10 the Source,
+// then the book;
+// R12..R14 the sides; AX and R9 scratch.
+
+	MOVQ	s+0(FP), R10
+	MOVQ	p+8(FP), SI
+	MOVQ	n+16(FP), CX
+	TESTQ	CX, CX
+	JEQ	done
+	MOVBQZX	(SI), AX
+	LEAQ	·touchKinds(SB), R9
+	MOVBQZX	(R9)(AX*1), DX
+	TESTQ	DX, DX
+	JEQ	done
+	// A message whose length does not match its type is handle's to
+	// report; every order event is long enough for what is read here.
+	LEAQ	·sizes(SB), R9
+	MOVBQZX	(R9)(AX*1), R9
+	CMPQ	R9, CX
+	JNE	done
+	MOVQ	Source_books(R10), BX
+	MOVQ	Source_inst(R10), R12
+	MOVQ	Source_inst+8(R10), R13
+
+	// The stock's state, if it has any yet.
+	MOVWQZX	1(SI), R11
+	ROLW	$8, R11
+	MOVWQZX	R11, R11
+	CMPQ	R11, R13
+	JCC	noinst
+	LEAQ	(R11)(R11*4), R9
+	LEAQ	(R12)(R9*8), R9
+	FETCH(0(R9))
+noinst:
+
+	// The order table from the reference's home slot on (Books.home),
+	// and from a replace's new reference's.
+	HOME(11, R8)
+	FETCH(0(R8))
+	FETCH(64(R8))
+	FETCH(128(R8))
+	CMPQ	DX, $4
+	JNE	noreplace
+	HOME(19, R14)
+	FETCH(0(R14))
+	FETCH(64(R14))
+	FETCH(128(R14))
+noreplace:
+
+	// The book's sides: an add's own, or both for an event whose side is
+	// its order's. An add's side byte is read at 19, other events' type
+	// byte at 0 (which is never 'B'), and the other side's length zeroed
+	// by CMOVs: the side is as random as the feed, a branch on it would
+	// be mispredicted half the time.
+	CMPQ	R11, Books_books+8(BX)
+	JCC	done
+	MOVQ	Books_books(BX), R10
+	LEAQ	(R11)(R11*2), R9
+	SHLQ	$4, R9
+	ADDQ	R9, R10
+	MOVQ	DX, R9
+	ANDQ	$1, R9 // an add
+	MOVQ	R9, AX
+	NEGQ	AX
+	ANDQ	$19, AX
+	MOVBQZX	(SI)(AX*1), AX
+	CMPB	AX, $66 // 'B'
+	SETEQ	CX
+	MOVBQZX	CX, CX
+	ANDQ	R9, CX // an add to the bids: no asks
+	SUBQ	CX, R9 // an add to the asks: no bids
+	MOVQ	book_bids(R10), R12
+	MOVQ	book_bids+8(R10), R13
+	MOVQ	book_asks(R10), R14
+	MOVQ	book_asks+8(R10), R11
+	XORL	AX, AX
+	TESTQ	R9, R9
+	CMOVQNE	AX, R13
+	TESTQ	CX, CX
+	CMOVQNE	AX, R11
+	SIDE(R12, R13)
+	SIDE(R14, R11)
+done:
+	RET
