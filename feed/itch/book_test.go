@@ -299,3 +299,32 @@ func TestBooksNoAllocs(t *testing.T) {
 		}
 	})
 }
+
+// TestLevelIndex: levelIndex finds every price of sides of every length
+// up to 40 (bids ascending, asks descending, as the books keep them), and
+// for every absent price the index where it belongs.
+func TestLevelIndex(t *testing.T) {
+	for n := range 41 {
+		for _, bid := range []bool{true, false} {
+			side := make([]Level, n)
+			for i := range side {
+				p := uint32(10 + 10*i) // present prices: 10, 20, ...
+				if !bid {
+					p = uint32(10 + 10*(n-1-i))
+				}
+				side[i] = Level{Price: p}
+			}
+			for price := uint32(0); price <= uint32(10*n+20); price++ {
+				want, found := 0, false
+				for want < n && side[want].Price != price && (side[want].Price < price) == bid {
+					want++
+				}
+				found = want < n && side[want].Price == price
+				got, ok := levelIndex(side, price, bid)
+				if got != want || ok != found {
+					t.Fatalf("%d levels, bid %v, price %d: levelIndex %d, %v; want %d, %v", n, bid, price, got, ok, want, found)
+				}
+			}
+		}
+	}
+}
