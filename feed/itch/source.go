@@ -665,7 +665,14 @@ func (s *Source) sideChanged(in *instrument, lv []Level, locate uint16, side byt
 	if ev.kind == levelSame {
 		return
 	}
-	s.pushDeltas(lv, locate, side, ns)
+	if ev.kind == levelChanged && ev.pos < s.cfg.Depth {
+		// The most common delta, written here.
+		l := &lv[len(lv)-1-ev.pos]
+		m := s.push(feed.TypeLevelDelta, locate, ns, s.bookFlags())
+		m.Delta.Side, m.Delta.Action, m.Delta.Orders, m.Delta.Px, m.Delta.Size = feed.Side(side), feed.ActionChange, l.Orders, int64(l.Price), l.Shares
+	} else {
+		s.pushDeltas(lv, locate, side, ns)
+	}
 	if ev.pos == 0 {
 		s.quoteSide(in, lv, locate, side, ns)
 	}
