@@ -302,6 +302,7 @@ func (s *Source) Next(m *feed.Msg) error {
 		// The first message handle makes goes straight to m; the rest
 		// queue.
 		s.direct = m
+		s.recvNs = s.cfg.Clock() // here, not in handle: a call there would spill its registers
 		if err := s.handle(b, off); err != nil {
 			s.err = err
 		}
@@ -375,7 +376,6 @@ func (s *Source) handle(b []byte, off int64) error {
 			s.midDay = true
 		}
 	}
-	s.recvNs = s.cfg.Clock()
 	s.snapped = false
 	locate := m.StockLocate()
 	ns := m.Timestamp()
