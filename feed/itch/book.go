@@ -290,26 +290,6 @@ func (bk *book) side(s byte) (*[]Level, bool) {
 	return &bk.asks, false
 }
 
-// addLevel adds shares of one new order at price, and returns the side.
-func (b *Books) addLevel(bk *book, s byte, price, shares uint32) []Level {
-	lv, bid := bk.side(s)
-	i, ok := levelIndex(*lv, price, bid)
-	if ok {
-		(*lv)[i].Orders++
-		(*lv)[i].Shares += uint64(shares)
-		b.last = levelEvent{kind: levelChanged, pos: len(*lv) - 1 - i}
-		return *lv
-	}
-	if len(*lv) == cap(*lv) {
-		b.levels.grow(lv)
-	}
-	*lv = append(*lv, Level{})
-	shiftUp((*lv)[i:])
-	(*lv)[i] = Level{Price: price, Orders: 1, Shares: uint64(shares)}
-	b.last = levelEvent{kind: levelNew, pos: len(*lv) - 1 - i}
-	return *lv
-}
-
 // shortShift is the most levels shiftUp and shiftDown move one by one;
 // more are moved by copy. Most inserts and removals are near the best
 // level, the end of a side, and move a few levels: a loop costs less than
@@ -394,7 +374,23 @@ func (b *Books) add(locate uint16, ref uint64, side byte, shares, price uint32) 
 	} else {
 		bk = b.newBook(locate)
 	}
-	return OK, b.addLevel(bk, side, price, shares)
+	// The order's shares join its level, or make a new one.
+	lv, bid := bk.side(side)
+	j, ok := levelIndex(*lv, price, bid)
+	if ok {
+		(*lv)[j].Orders++
+		(*lv)[j].Shares += uint64(shares)
+		b.last = levelEvent{kind: levelChanged, pos: len(*lv) - 1 - j}
+		return OK, *lv
+	}
+	if len(*lv) == cap(*lv) {
+		b.levels.grow(lv)
+	}
+	*lv = append(*lv, Level{})
+	shiftUp((*lv)[j:])
+	(*lv)[j] = Level{Price: price, Orders: 1, Shares: uint64(shares)}
+	b.last = levelEvent{kind: levelNew, pos: len(*lv) - 1 - j}
+	return OK, *lv
 }
 
 // lookup finds ref for an event of stock locate.
