@@ -422,7 +422,8 @@ func (s *Source) handle(b []byte, off int64) error {
 	case TypeMWCBDeclineLevel, TypeMWCBStatus:
 		// Market-wide; Price(8) index levels are no instrument's prices.
 	case TypeAddOrder, TypeAddOrderMPID:
-		if !s.instrument(locate).defined {
+		in := s.instrument(locate) // define does not move it
+		if !in.defined {
 			s.define(m)
 		}
 		a := m.AddOrder()
@@ -432,7 +433,7 @@ func (s *Source) handle(b []byte, off int64) error {
 		res, lv := s.books.add(locate, a.OrderRef(), a.Side(), a.Shares(), a.Price())
 		s.count(t, res)
 		if lv != nil && !s.exhaustive {
-			s.sideChanged(&s.inst[locate], lv, locate, a.Side(), ns)
+			s.sideChanged(in, lv, locate, a.Side(), ns)
 			break
 		}
 		s.changed(locate, a.Side(), ns, false)
