@@ -444,46 +444,35 @@ func (b *Books) Cancel(locate uint16, ref uint64, shares uint32) (Order, Result)
 
 // Delete removes an order. It returns the order as it was.
 func (b *Books) Delete(locate uint16, ref uint64) (Order, Result) {
-	o, res, _ := b.take(locate, ref)
-	return o, res
-}
-
-// take is Delete, also returning the side's levels after it (nil if the
-// order was not deleted).
-func (b *Books) take(locate uint16, ref uint64) (Order, Result, []Level) {
 	b.last = levelEvent{}
-	i := b.find(ref)
-	if i < 0 {
-		return Order{}, Unknown, nil
+	i, res := b.lookup(locate, ref)
+	if res != OK {
+		return Order{}, res
 	}
 	o := b.slots[i]
-	if o.Locate != locate {
-		return Order{}, WrongStock, nil
-	}
-	var lv []Level
-	b.last, lv = b.books[locate].reduce(o.Side, o.Price, o.Shares, true)
+	b.last, _ = b.books[locate].reduce(o.Side, o.Price, o.Shares, true)
 	b.remove(i)
-	return o, OK, lv
+	return o, OK
 }
 
-// delete is take returning only the side the order was on: less to copy
-// for the most common event but one. lookup and the removal are written
-// out.
-func (b *Books) delete(locate uint16, ref uint64) (byte, Result, []Level) {
+// delete is Delete returning only what normalizing an order event needs,
+// in registers: the side the order was on, its shares, and that side's
+// levels after it (nil if the order was not deleted). lookup and the
+// removal are written out: it serves the most common event but one.
+func (b *Books) delete(locate uint16, ref uint64) (side byte, shares uint32, res Result, lv []Level) {
 	b.last = levelEvent{}
 	i := b.find(ref)
 	if i < 0 {
-		return 0, Unknown, nil
+		return 0, 0, Unknown, nil
 	}
 	o := &b.slots[i]
 	if o.Locate != locate {
-		return 0, WrongStock, nil
+		return 0, 0, WrongStock, nil
 	}
-	side := o.Side
-	var lv []Level
-	b.last, lv = b.books[locate].reduce(side, o.Price, o.Shares, true)
+	side, shares = o.Side, o.Shares
+	b.last, lv = b.books[locate].reduce(side, o.Price, shares, true)
 	b.remove(i)
-	return side, OK, lv
+	return side, shares, OK, lv
 }
 
 // Replace removes order oldRef and adds newRef on the same side with a new

@@ -471,7 +471,7 @@ func (s *Source) handle(b []byte, off int64) error {
 		if s.exhaustive {
 			s.snapshotOrder(locate, m.OrderDelete().OrderRef())
 		}
-		side, res, lv := s.books.delete(locate, m.OrderDelete().OrderRef())
+		side, _, res, lv := s.books.delete(locate, m.OrderDelete().OrderRef())
 		if !s.count(t, res) {
 			break
 		}
@@ -733,7 +733,7 @@ func (s *Source) bookFlags() feed.Flags {
 // price and queued best first, as merge would find them between the top
 // before and after, without a copy of the top (TestDepthPerEventMatchesMerge).
 func (s *Source) replace(t Type, locate uint16, ns int64, u OrderReplace) {
-	o, res, lv := s.books.take(locate, u.OriginalRef())
+	side, shares, res, lv := s.books.delete(locate, u.OriginalRef())
 	if res != OK {
 		s.count(t, res) // unknown or of another stock: nothing changed
 		return
@@ -744,7 +744,7 @@ func (s *Source) replace(t Type, locate uint16, ns int64, u OrderReplace) {
 	if in.defined {
 		nd = s.eventDeltas(&del, lv)
 	}
-	res, alv := s.books.add(locate, u.NewRef(), o.Side, u.Shares(), u.Price())
+	res, alv := s.books.add(locate, u.NewRef(), side, u.Shares(), u.Price())
 	if alv != nil { // nil if the new order was refused: lv is the side
 		lv = alv
 		if in.defined {
@@ -752,34 +752,43 @@ func (s *Source) replace(t Type, locate uint16, ns int64, u OrderReplace) {
 		}
 	}
 	flags := s.bookFlags()
-	if nd == 0 || na == 0 {
+	switch {
+	case nd == 0 || na == 0:
 		// Nothing to net, and each list is best first already: a
 		// level, then the one it pushed out of the top or pulled in.
 		for _, d := range del[:nd] {
-			s.delta(locate, ns, flags, o.Side, d.action, &d.l)
+			s.delta(locate, ns, flags, side, d.action, &d.l)
 		}
 		for _, d := range add[:na] {
-			s.delta(locate, ns, flags, o.Side, d.action, &d.l)
+			s.delta(locate, ns, flags, side, d.action, &d.l)
 		}
-	} else {
-		net, n := netDeltas(del[:nd], add[:na], o, u.Shares())
+	case nd == 1 && na == 1 && del[0].l.Price != add[0].l.Price:
+		// Two levels, neither pushing or pulling another: best first.
+		first, second := &del[0], &add[0]
+		if better(second.l.Price, first.l.Price, side == 'B') {
+			first, second = second, first
+		}
+		s.delta(locate, ns, flags, side, first.action, &first.l)
+		s.delta(locate, ns, flags, side, second.action, &second.l)
+	default:
+		net, n := netDeltas(del[:nd], add[:na], side, shares, u.Shares())
 		for _, d := range net[:n] {
-			s.delta(locate, ns, flags, o.Side, d.action, &d.l)
+			s.delta(locate, ns, flags, side, d.action, &d.l)
 		}
 	}
 	if in.quoted {
 		// A replace keeps its side: the last quote holds the other.
-		s.quoteSide(in, lv, locate, o.Side, ns)
+		s.quoteSide(in, lv, locate, side, ns)
 	} else {
-		s.quote(locate, o.Side, ns, true)
+		s.quote(locate, side, ns, true)
 	}
 	s.count(t, res)
 }
 
 // netDeltas nets the level deltas of a replace's delete, del, and of its
-// add, add, both on the side of the original order o, the new order having
-// shares: per price, and then best first.
-func netDeltas(del, add []pendingDelta, o Order, shares uint32) ([4]pendingDelta, int) {
+// add, add, both on side, the original order having had oldShares and the
+// new one having shares: per price, and then best first.
+func netDeltas(del, add []pendingDelta, side byte, oldShares, shares uint32) ([4]pendingDelta, int) {
 	var net [4]pendingDelta
 	n := 0
 	var matched [2]bool
@@ -803,13 +812,13 @@ func netDeltas(del, add []pendingDelta, o Order, shares uint32) ([4]pendingDelta
 		case a.action == feed.ActionDelete && b.action == feed.ActionNew:
 			// The original was the level's only order, and the new order
 			// made the level again: changed unless it is the same.
-			if b.l != (Level{Price: b.l.Price, Orders: 1, Shares: uint64(o.Shares)}) {
+			if b.l != (Level{Price: b.l.Price, Orders: 1, Shares: uint64(oldShares)}) {
 				net[n] = pendingDelta{feed.ActionChange, b.l}
 				n++
 			}
 		case a.action == feed.ActionChange && b.action == feed.ActionChange:
 			// The new order took the original's place in the level.
-			if shares != o.Shares {
+			if shares != oldShares {
 				net[n] = b
 				n++
 			}
@@ -831,7 +840,7 @@ func netDeltas(del, add []pendingDelta, o Order, shares uint32) ([4]pendingDelta
 	}
 	// Best first, as merge walks the two tops (at most four, all prices
 	// distinct).
-	bid := o.Side == 'B'
+	bid := side == 'B'
 	for i := 1; i < n; i++ {
 		for j := i; j > 0 && better(net[j].l.Price, net[j-1].l.Price, bid); j-- {
 			net[j], net[j-1] = net[j-1], net[j]
