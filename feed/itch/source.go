@@ -369,6 +369,7 @@ func (s *Source) handle(b []byte, off int64) error {
 			Reason: "length does not match the type"}
 	}
 	s.stats.ByType[t]++
+	_ = b[11] // every type is at least 12 bytes: no more bounds checks for the header's fields
 	m := Message(b)
 	if !s.first {
 		s.first = true
@@ -422,6 +423,7 @@ func (s *Source) handle(b []byte, off int64) error {
 	case TypeMWCBDeclineLevel, TypeMWCBStatus:
 		// Market-wide; Price(8) index levels are no instrument's prices.
 	case TypeAddOrder, TypeAddOrderMPID:
+		_ = b[35]                  // the length was checked: no bounds checks for the fields
 		in := s.instrument(locate) // define does not move it
 		if !in.defined {
 			s.define(m)
@@ -468,6 +470,7 @@ func (s *Source) handle(b []byte, off int64) error {
 			s.changed(locate, o.Side, ns, false)
 		}
 	case TypeOrderDelete:
+		_ = b[18]
 		if s.exhaustive {
 			s.snapshotOrder(locate, m.OrderDelete().OrderRef())
 		}
@@ -481,6 +484,7 @@ func (s *Source) handle(b []byte, off int64) error {
 		}
 		s.changed(locate, side, ns, false)
 	case TypeOrderReplace:
+		_ = b[34]
 		u := m.OrderReplace()
 		if s.cfg.Depth > 0 && !s.exhaustive {
 			s.replace(t, locate, ns, u)
