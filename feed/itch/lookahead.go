@@ -98,38 +98,12 @@ type framedReader interface {
 // once the messages read before it have been returned. feed.ErrIdle and
 // ErrLost are returned once, where they fell among the messages; other
 // errors stay.
+//
+// Next does the common case itself (a Reader's next message all buffered,
+// the ring all but full); next does the rest: no look-ahead, a reader the
+// look-ahead calls for each message, the ring filling up, the end of the
+// buffer or of the input, and a message too long for a slot.
 func (s *Source) next() ([]byte, int64, error) {
-	// The common case first, in a function of its own so that it keeps
-	// what it needs in registers: a Reader's next message is all
-	// buffered, and the ring holds lookAhead-1 messages. It frames the
-	// message, touches it, puts it in the ring and returns the oldest.
-	a := &s.ahead
-	rd := a.frames
-	if rd == nil || a.size != lookAhead-1 || !a.on || a.err != nil || a.bigHeld {
-		return s.nextSlow()
-	}
-	start := rd.start
-	if rd.end-start < 2 {
-		return s.nextSlow()
-	}
-	n := int(rd.buf[start])<<8 | int(rd.buf[start+1])
-	e := start + 2 + n
-	if e > rd.end || n > aheadSlot {
-		return s.nextSlow()
-	}
-	rd.start = e
-	in := &a.ring[(a.head+lookAhead-1)&(lookAhead-1)]
-	in.p, in.off, in.big = rd.buf[start+2:e:e], *a.base+rd.base+int64(start), false
-	touchEvent(s, unsafe.SliceData(in.p), n)
-	out := &a.ring[a.head]
-	a.head = (a.head + 1) & (lookAhead - 1)
-	return out.p, out.off, nil // stable, and none is too long for a slot (!bigHeld)
-}
-
-// nextSlow is next for the rest: no look-ahead, a reader the look-ahead
-// calls for each message, the ring filling up, the end of the buffer or of
-// the input, and a message too long for a slot.
-func (s *Source) nextSlow() ([]byte, int64, error) {
 	a := &s.ahead
 	if !a.on {
 		if !a.grow || s.books.levels.used < lookAheadLevels {

@@ -287,7 +287,33 @@ func (s *Source) Next(m *feed.Msg) error {
 		if s.err != nil {
 			return s.err
 		}
-		b, off, err := s.next()
+		// The look-ahead's common case, written out here rather than
+		// in next, a call less: a Reader's next message is all
+		// buffered, and the ring holds lookAhead-1 messages. It frames
+		// the message, touches it, puts it in the ring and takes the
+		// oldest.
+		var b []byte
+		var off int64
+		var err error
+		a := &s.ahead
+		if rd := a.frames; rd != nil && a.size == lookAhead-1 && a.on && a.err == nil && !a.bigHeld &&
+			rd.end-rd.start >= 2 {
+			start := rd.start
+			n := int(rd.buf[start])<<8 | int(rd.buf[start+1])
+			if e := start + 2 + n; e <= rd.end && n <= aheadSlot {
+				rd.start = e
+				in := &a.ring[(a.head+lookAhead-1)&(lookAhead-1)]
+				in.p, in.off, in.big = rd.buf[start+2:e:e], *a.base+rd.base+int64(start), false
+				touchEvent(s, unsafe.SliceData(in.p), n)
+				out := &a.ring[a.head]
+				a.head = (a.head + 1) & (lookAhead - 1)
+				b, off = out.p, out.off
+			} else {
+				b, off, err = s.next()
+			}
+		} else {
+			b, off, err = s.next()
+		}
 		switch err {
 		case nil:
 		case feed.ErrIdle:
