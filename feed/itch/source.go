@@ -976,15 +976,7 @@ func (s *Source) quoteSide(in *instrument, lv []Level, locate uint16, side byte,
 		}
 		t.HasAsk, t.AskPrice, t.AskSize = n > 0, best.Price, best.Shares
 	}
-	flags := s.bookFlags()
-	if t.HasBid {
-		flags |= feed.FlagBidPresent
-	}
-	if t.HasAsk {
-		flags |= feed.FlagAskPresent
-	}
-	q := s.push(feed.TypeQuote, locate, ns, flags)
-	q.Quote.BidPx, q.Quote.BidSize, q.Quote.AskPx, q.Quote.AskSize = int64(t.BidPrice), t.BidSize, int64(t.AskPrice), t.AskSize
+	s.pushQuote(locate, ns, t)
 }
 
 // pushQuote queues a quote of top.
