@@ -250,8 +250,9 @@ func levelArenaSize(capacity int) int {
 // levelIndex returns the index of price in side (sorted best last; asc
 // for bids, desc for asks) and whether it is there; if not, the index where
 // it belongs. Most events are at the best few levels, the end of the side,
-// whose lines the look-ahead prefetched: it gallops from the end (1, 2, 4,
-// ... levels back) to bracket the price, and then halves the bracket, so
+// whose lines the look-ahead prefetched: it gallops from the end (1, 3, 7,
+// 15 ... levels back, each step twice the last) to bracket the price, and
+// then halves the bracket, so
 // that an event near the top reads only levels near the top. (Halving the
 // whole side reads its middle first: a cache miss on a long side.)
 func levelIndex(side []Level, price uint32, bid bool) (int, bool) {

@@ -80,19 +80,25 @@ type readAhead struct {
 	grow       bool  // not on yet, but to be once the books hold lookAheadLevels levels
 	stable     bool  // the reader is a stableReader: no copies
 	pending    pendingReader
-	// frames is the Reader a framedReader's messages come from, at
-	// offsets *base more: the look-ahead frames them itself.
+	// frames is the Reader whose messages the Source reads, at offsets
+	// *base more (the reader is a *Reader, or a framedReader): the
+	// look-ahead frames them itself.
 	frames *Reader
 	base   *int64
 }
 
-// framedReader is a MessageReader whose messages are those of a Reader,
-// at offsets *base more than the Reader's (Reader itself is one), and
-// that keeps them as a stableReader does: the look-ahead frames them in
-// place, and calls Next only to read more input, or at the end.
+// framedReader is a MessageReader of this package whose messages are those
+// of a Reader, at offsets *base more than the Reader's, and that keeps
+// them as a stableReader does: the look-ahead frames them in place, and
+// calls Next only to read more input, or at the end. A *Reader is framed
+// by its type, not by a method: a type of another package that embeds one
+// and overrides Next must not have its Next skipped.
 type framedReader interface {
 	framed() (rd *Reader, base *int64)
 }
+
+// noBase is the base offset of a Reader's own messages.
+var noBase int64
 
 // next returns the next ITCH message and its offset, or the reader's error
 // once the messages read before it have been returned. feed.ErrIdle and
@@ -198,7 +204,8 @@ var touchKinds = [256]uint8{
 // stock's state, and the best levels of its stock's side, or of both
 // sides when the side is its order's. Every order event carries its
 // reference at the same offset; the few branches depend on the kind of
-// event, not on its data. It is one call to assembly (touchEvent; a
+// event and on checks a sound feed passes (its length, a known stock),
+// not on its data. It is one call to assembly (touchEvent; a
 // no-op where there is none), which reads the Source's fields itself.
 func (s *Source) touch(b []byte) { touchEvent(s, unsafe.SliceData(b), len(b)) }
 

@@ -70,30 +70,62 @@ func touchReference(s *Source, b []byte) map[uintptr]bool {
 	return lines
 }
 
+// touchCount returns how many prefetches touchEvent makes for message b:
+// tableLines for each reference, one for a stock's state, topLines for
+// each side of a stock's book (a side it need not read gets the table's
+// line again), none for a message that is no order event or has the
+// wrong length.
+func touchCount(s *Source, b []byte) int {
+	if len(b) == 0 || touchKinds[b[0]] == touchNone || len(b) != Size(Type(b[0])) {
+		return 0
+	}
+	n := tableLines
+	if touchKinds[b[0]] == touchReplace {
+		n += tableLines
+	}
+	locate := int(binary.BigEndian.Uint16(b[1:3]))
+	if locate < len(s.inst) {
+		n++
+	}
+	if locate < len(s.books.books) {
+		n += 2 * topLines
+	}
+	return n
+}
+
 // TestTouchLines: the assembly's cache lines (touchLines, touchEvent's
 // body storing the addresses instead of prefetching them) are those
 // touchReference computes from the books, for every message of a
-// generated day read after its books have filled, for messages of
-// unknown stocks, and for messages too short for their type.
+// generated day read after its books have filled, with a large order
+// table and a small one (whose hash keeps longer runs of references
+// together), for messages of stocks at and past the ends of the books and
+// the states, and for messages too short for their type.
 func TestTouchLines(t *testing.T) {
 	g, err := itchgen.New(itchgen.Config{Seed: 5, Stocks: 400, Orders: 30_000, Messages: 200_000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	day, _ := g.AppendFile(nil, 200_000)
-	src, err := NewSource(bytes.NewReader(day), Config{Depth: 10, Clock: func() int64 { return 0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m feed.Msg
-	for src.Stats().Messages < 150_000 {
-		if err := src.Next(&m); err != nil {
+	for _, capacity := range []int{0, 40_000} {
+		src, err := NewSource(bytes.NewReader(day), Config{Depth: 10, OrderCapacity: capacity, Clock: func() int64 { return 0 }})
+		if err != nil {
 			t.Fatal(err)
 		}
+		var m feed.Msg
+		for src.Stats().Messages < 150_000 {
+			if err := src.Next(&m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkTouchLines(t, src, day[src.Offset():])
 	}
-	// The messages after the ones read so far, and some of no stock yet
-	// and too short.
-	rd := NewReader(bytes.NewReader(day[src.Offset():]))
+}
+
+// checkTouchLines runs TestTouchLines' checks on the messages of rest,
+// and on altered copies of some of them, with src's books.
+func checkTouchLines(t *testing.T, src *Source, rest []byte) {
+	t.Helper()
+	rd := NewReader(bytes.NewReader(rest))
 	var msgs [][]byte
 	for {
 		b, _, err := rd.Next()
@@ -109,13 +141,22 @@ func TestTouchLines(t *testing.T) {
 	if kinds[touchAdd] < 1000 || kinds[touchOrder] < 1000 || kinds[touchReplace] < 100 {
 		t.Fatalf("too few order events of each kind: %v", kinds)
 	}
+	// Stocks at the ends of the books and the states, and past them.
+	var locates []uint16
+	for _, n := range []int{len(src.inst), len(src.books.books)} {
+		locates = append(locates, uint16(n-1), uint16(n), uint16(n+1))
+	}
+	locates = append(locates, 65000)
 	for _, b := range msgs[:200] {
 		if touchKinds[b[0]] == touchNone {
 			continue
 		}
-		far := append([]byte(nil), b...)
-		binary.BigEndian.PutUint16(far[1:3], 65000) // no state, no book
-		msgs = append(msgs, far, b[:len(b)-1], b[:1])
+		for _, locate := range locates {
+			far := append([]byte(nil), b...)
+			binary.BigEndian.PutUint16(far[1:3], locate)
+			msgs = append(msgs, far)
+		}
+		msgs = append(msgs, b[:len(b)-1], b[:1])
 	}
 	msgs = append(msgs, []byte{})
 	const unset = ^uintptr(0)
@@ -133,10 +174,15 @@ func TestTouchLines(t *testing.T) {
 			t.Fatalf("message %d: more than %d lines", i, touchMax)
 		}
 		got := map[uintptr]bool{}
+		n := 0
 		for _, a := range out {
 			if a != unset {
 				got[a>>6] = true
+				n++
 			}
+		}
+		if wantN := touchCount(src, b); n != wantN {
+			t.Fatalf("message %d (%q, %d bytes): %d prefetches, want %d", i, b[:min(1, len(b))], len(b), n, wantN)
 		}
 		want := touchReference(src, b)
 		if len(got) != len(want) {

@@ -91,6 +91,43 @@ func TestLookAheadWithoutCopies(t *testing.T) {
 	}
 }
 
+// countingReader embeds a Reader and overrides its Next, counting the
+// calls: a wrapper of another package could do the same.
+type countingReader struct {
+	*Reader
+	calls int
+}
+
+func (r *countingReader) Next() ([]byte, int64, error) {
+	r.calls++
+	return r.Reader.Next()
+}
+
+// TestLookAheadCallsOverriddenNext: a reader that embeds a Reader and
+// overrides Next is not framed in place (its Next would be skipped): the
+// look-ahead calls its Next for every message.
+func TestLookAheadCallsOverriddenNext(t *testing.T) {
+	g, err := itchgen.New(itchgen.Config{Seed: 6, Stocks: 50, Orders: 2_000, Messages: 20_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day, _ := g.AppendFile(nil, 20_000)
+	r := &countingReader{Reader: NewReader(bytes.NewReader(day))}
+	src, err := NewMessageSource(r, Config{Depth: 10, Clock: func() int64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !src.ahead.on || src.ahead.frames != nil {
+		t.Fatalf("reading ahead %v, framing in place %v", src.ahead.on, src.ahead.frames != nil)
+	}
+	var m feed.Msg
+	for src.Next(&m) == nil {
+	}
+	if n := src.Stats().Messages; n != 20_000 || r.calls < int(n) {
+		t.Fatalf("%d messages normalized, Next called %d times", n, r.calls)
+	}
+}
+
 // normalizedOnly returns m with the bodies of other types than its own
 // zeroed: Next leaves what earlier messages put there.
 func normalizedOnly(m feed.Msg) feed.Msg {

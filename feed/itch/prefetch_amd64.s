@@ -24,7 +24,7 @@
 // SIDE fetches the topLines (4) cache lines that end a side of len levels
 // (Level__size, 16 bytes) at ptr, where its best levels are: the line of
 // its last byte and the three before it, each no lower than its start
-// (the line before again where the side is shorter); the table's line
+// (where the side is shorter, the lowest line inside it again); the table's line
 // (R8) for a side without levels. No branch: sides' lengths vary.
 #define SIDE(ptr, len) \
 	SHLQ	$4, len; \

@@ -53,12 +53,6 @@ func (r *Reader) Reset(rd io.Reader) {
 // look-ahead.
 func (r *Reader) stableBytes() int { return readStable }
 
-// noBase is the base offset of a Reader's own messages, for framed.
-var noBase int64
-
-// framed says that the look-ahead may frame r's messages itself.
-func (r *Reader) framed() (*Reader, *int64) { return r, &noBase }
-
 // Offset returns the input offset of the next length prefix: the bytes of
 // uncompressed input consumed so far.
 func (r *Reader) Offset() int64 { return r.base + int64(r.start) }

@@ -239,8 +239,13 @@ func NewMessageSource(r MessageReader, cfg Config) (*Source, error) {
 		s.ahead.stable = true
 	}
 	s.ahead.pending, _ = r.(pendingReader)
-	if fr, ok := r.(framedReader); ok && s.ahead.stable && s.ahead.pending == nil {
-		s.ahead.frames, s.ahead.base = fr.framed()
+	switch fr := r.(type) {
+	case *Reader:
+		s.ahead.frames, s.ahead.base = fr, &noBase
+	case framedReader:
+		if s.ahead.stable && s.ahead.pending == nil {
+			s.ahead.frames, s.ahead.base = fr.framed()
+		}
 	}
 	return s, nil
 }
@@ -685,7 +690,8 @@ func (s *Source) pushDeltas(lv []Level, locate uint16, side byte, ns int64) {
 
 // sideChanged is changed for an order event other than a replace that
 // changed side, whose levels after it are lv, of stock locate, whose state
-// is in: what depth and quote do, without looking either up again.
+// is in: what depth and quote do, without looking either up again (but
+// for an instrument's first quote, which goes through changed).
 func (s *Source) sideChanged(in *instrument, lv []Level, locate uint16, side byte, ns int64) {
 	if !in.quoted {
 		s.changed(locate, side, ns, false) // the first quote

@@ -3,10 +3,13 @@
 // and moves on).
 //
 // Registers: SI the message, CX its length, then scratch (shift counts,
-// and FETCH's in touchLines); DX the kind (touchKinds); BX the Books; R11
-// the stock locate; R8 the home slot of the reference; R10 the Source,
-// then the book;
-// R12..R14 the sides; AX and R9 scratch.
+// the add's side, and FETCH's in touchLines); DX the kind (touchKinds);
+// BX the Books; R10 the Source until its fields are loaded, then HOME's
+// multiplier, then the book (load nothing through it as the Source after
+// the first HOME); R12 and R13 the instrument states and their count, then
+// the bids; R11 the stock locate, then the asks' length; R14 a replace's
+// second home slot, then the asks' start; R8 the home slot of the
+// reference; AX and R9 scratch.
 
 	MOVQ	s+0(FP), R10
 	MOVQ	p+8(FP), SI
