@@ -125,15 +125,7 @@ func TestTouchLines(t *testing.T) {
 // and on altered copies of some of them, with src's books.
 func checkTouchLines(t *testing.T, src *Source, rest []byte) {
 	t.Helper()
-	rd := NewReader(bytes.NewReader(rest))
-	var msgs [][]byte
-	for {
-		b, _, err := rd.Next()
-		if err != nil {
-			break
-		}
-		msgs = append(msgs, append([]byte(nil), b...))
-	}
+	msgs := readAll(t, bytes.NewReader(rest))
 	kinds := map[uint8]int{}
 	for _, b := range msgs {
 		kinds[touchKinds[b[0]]]++

@@ -256,14 +256,7 @@ func TestLookAheadDoesNotWait(t *testing.T) {
 	s.dir(1, "AAPL", 'Q', 100)
 	s.add(1, 1, 'B', 100, 1500000, "AAPL")
 	s.add(1, 2, 'S', 100, 1510000, "AAPL")
-	var msgs [][]byte
-	for rd := NewReader(bytes.NewReader(s.b)); ; {
-		m, _, err := rd.Next()
-		if err != nil {
-			break
-		}
-		msgs = append(msgs, bytes.Clone(m))
-	}
+	msgs := readAll(t, bytes.NewReader(s.b))
 	r := &liveReader{}
 	src, err := NewMessageSource(r, Config{})
 	if err != nil {

@@ -1,6 +1,7 @@
 package itch
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
@@ -27,17 +28,24 @@ func snippet(t testing.TB) [][]byte {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r := NewReader(f)
+	return readAll(t, f)
+}
+
+// readAll returns the messages of r, in NASDAQ's file format, copied out
+// of the Reader; a framing error fails the test.
+func readAll(t testing.TB, r io.Reader) [][]byte {
+	t.Helper()
+	rd := NewReader(r)
 	var msgs [][]byte
 	for {
-		b, _, err := r.Next()
+		b, _, err := rd.Next()
 		if err == io.EOF {
 			return msgs
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs = append(msgs, append([]byte(nil), b...))
+		msgs = append(msgs, bytes.Clone(b))
 	}
 }
 

@@ -475,14 +475,7 @@ func TestInputLost(t *testing.T) {
 	s.add(1, 1, 'B', 100, 1500000, "AAPL")
 	s.add(3, 2, 'S', 100, 2500000, "MSFT")
 	s.add(1, 3, 'B', 100, 1510000, "AAPL")
-	var msgs [][]byte
-	for rd := NewReader(bytes.NewReader(s.b)); ; {
-		m, _, err := rd.Next()
-		if err != nil {
-			break
-		}
-		msgs = append(msgs, append([]byte(nil), m...))
-	}
+	msgs := readAll(t, bytes.NewReader(s.b))
 	big := bytes.Repeat([]byte{'z'}, 3*aheadSlot)
 	msgs = slices.Insert(msgs, 3, big)
 	r := &lossyReader{msgs: msgs, at: map[int]error{1: feed.ErrIdle, 6: ErrLost}}
