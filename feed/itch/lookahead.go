@@ -117,27 +117,6 @@ func (s *Source) next() ([]byte, int64, error) {
 		}
 		a.on, a.grow = true, false
 	}
-	if rd := a.frames; rd != nil && a.err == nil && !a.bigHeld {
-		// A Reader's framing, done here on its buffer: Reader.Next less
-		// its calls. Anything else (the end of the buffer, a message
-		// too long for a slot) is left to Next below.
-		for a.size < lookAhead {
-			start := rd.start
-			if rd.end-start < 2 {
-				break
-			}
-			n := int(rd.buf[start])<<8 | int(rd.buf[start+1])
-			e := start + 2 + n
-			if e > rd.end || n > aheadSlot {
-				break
-			}
-			rd.start = e
-			slot := &a.ring[(a.head+a.size)&(lookAhead-1)]
-			slot.p, slot.off, slot.big = rd.buf[start+2:e:e], *a.base+rd.base+int64(start), false
-			a.size++
-			s.touch(slot.p)
-		}
-	}
 	for a.size < lookAhead && a.err == nil && !a.bigHeld {
 		if a.size > 0 && a.pending != nil && !a.pending.Pending() {
 			break // nothing more has arrived: handle what has
