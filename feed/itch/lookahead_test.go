@@ -128,6 +128,70 @@ func TestLookAheadCallsOverriddenNext(t *testing.T) {
 	}
 }
 
+// TestLookAheadLongMessage: a message too long for a slot (of an unknown
+// type, which no ITCH 5.0 message is), in the middle of a generated day
+// framed in place, stops the reading ahead until it is handled, and the
+// day normalizes as it does without the look-ahead.
+func TestLookAheadLongMessage(t *testing.T) {
+	g, err := itchgen.New(itchgen.Config{Seed: 7, Stocks: 100, Orders: 5_000, Messages: 40_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day, _ := g.AppendFile(nil, 40_000)
+	msgs := readAll(t, bytes.NewReader(day))
+	long := make([]byte, 2*aheadSlot)
+	long[0] = 'z'
+	var in []byte
+	for i, m := range msgs {
+		if i == 20_000 {
+			in = append(in, 0, byte(len(long)))
+			in = append(in, long...)
+		}
+		in = append(in, byte(len(m)>>8), byte(len(m)))
+		in = append(in, m...)
+	}
+	held := false // the reading ahead was seen stopped at the long message
+	run := func(ahead bool) ([]feed.Msg, *Source) {
+		src, err := NewSource(bytes.NewReader(in), Config{Depth: 10, Clock: func() int64 { return 7 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !src.ahead.on || src.ahead.frames == nil {
+			t.Fatalf("reading ahead %v, framing in place %v", src.ahead.on, src.ahead.frames != nil)
+		}
+		if !ahead {
+			src.ahead.on, src.ahead.grow = false, false
+		}
+		var out []feed.Msg
+		var m feed.Msg
+		for {
+			if err := src.Next(&m); err == io.EOF {
+				return out, src
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, normalizedOnly(m))
+			held = held || src.ahead.bigHeld
+		}
+	}
+	framed, src := run(true)
+	if !held {
+		t.Fatal("the look-ahead read past the long message")
+	}
+	off, _ := run(false)
+	if st := src.Stats(); st.SkippedTypes['z'] != 1 || st.Messages != 40_001 {
+		t.Fatalf("%d messages, %d of type 'z' skipped; want 40,001 and 1", st.Messages, st.SkippedTypes['z'])
+	}
+	if len(framed) != len(off) {
+		t.Fatalf("%d messages framed in place, %d without look-ahead", len(framed), len(off))
+	}
+	for i := range framed {
+		if framed[i] != off[i] {
+			t.Fatalf("message %d: %+v framed in place, %+v without look-ahead", i, framed[i], off[i])
+		}
+	}
+}
+
 // normalizedOnly returns m with the bodies of other types than its own
 // zeroed: Next leaves what earlier messages put there.
 func normalizedOnly(m feed.Msg) feed.Msg {

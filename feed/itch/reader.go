@@ -96,14 +96,23 @@ func (r *Reader) fill(n int) {
 // fails.
 func (r *Reader) Next() ([]byte, int64, error) {
 	// The common case first: the whole block is buffered.
+	if b, off, ok := r.frame(); ok {
+		return b, off, nil
+	}
+	return r.next()
+}
+
+// frame is Next when the whole block is buffered, and reports whether it
+// was (a Source's look-ahead calls it itself). Inlined: no calls.
+func (r *Reader) frame() ([]byte, int64, bool) {
 	if start := r.start; r.end-start >= 2 {
 		n := int(r.buf[start])<<8 | int(r.buf[start+1])
 		if end := start + 2 + n; end <= r.end {
 			r.start = end
-			return r.buf[start+2 : end : end], r.base + int64(start), nil
+			return r.buf[start+2 : end : end], r.base + int64(start), true
 		}
 	}
-	return r.next()
+	return nil, 0, false
 }
 
 // next is Next when the block is not all buffered: it reads more, or

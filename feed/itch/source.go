@@ -301,18 +301,17 @@ func (s *Source) Next(m *feed.Msg) error {
 		var off int64
 		var err error
 		a := &s.ahead
-		if rd := a.frames; rd != nil && a.size == lookAhead-1 && a.on && a.err == nil && !a.bigHeld &&
-			rd.end-rd.start >= 2 {
-			start := rd.start
-			n := int(rd.buf[start])<<8 | int(rd.buf[start+1])
-			if e := start + 2 + n; e <= rd.end && n <= aheadSlot {
-				rd.start = e
+		if rd := a.frames; rd != nil && a.size == lookAhead-1 && a.on && a.err == nil && !a.bigHeld {
+			if p, o, ok := rd.frame(); ok {
+				// As next does for a stableReader: a message too long
+				// for a slot stops the reading ahead until it is handled.
 				in := &a.ring[(a.head+lookAhead-1)&(lookAhead-1)]
-				in.p, in.off, in.big = rd.buf[start+2:e:e], *a.base+rd.base+int64(start), false
-				touchEvent(s, unsafe.SliceData(in.p), n)
+				in.p, in.off, in.big = p, *a.base+o, len(p) > aheadSlot
+				a.bigHeld = in.big
+				touchEvent(s, unsafe.SliceData(p), len(p))
 				out := &a.ring[a.head]
 				a.head = (a.head + 1) & (lookAhead - 1)
-				b, off = out.p, out.off
+				b, off = out.p, out.off // none is too long for a slot: !bigHeld
 			} else {
 				b, off, err = s.next()
 			}
