@@ -445,14 +445,10 @@ func (b *Books) Cancel(locate uint16, ref uint64, shares uint32) (Order, Result)
 
 // Delete removes an order. It returns the order as it was.
 func (b *Books) Delete(locate uint16, ref uint64) (Order, Result) {
-	b.last = levelEvent{}
-	i, res := b.lookup(locate, ref)
-	if res != OK {
+	o, _ := b.Order(ref)
+	if _, _, res, _ := b.delete(locate, ref); res != OK {
 		return Order{}, res
 	}
-	o := b.slots[i]
-	b.last, _ = b.books[locate].reduce(o.Side, o.Price, o.Shares, true)
-	b.remove(i)
 	return o, OK
 }
 
