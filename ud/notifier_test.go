@@ -94,8 +94,11 @@ func TestNotifierSignalWhileClosing(t *testing.T) {
 		}
 		stop := make(chan struct{})
 		signalled := make(chan int)
+		running := make(chan struct{})
 		go func() {
-			k := 0
+			n.Signal()
+			k := 1
+			close(running)
 			for {
 				select {
 				case <-stop:
@@ -107,7 +110,10 @@ func TestNotifierSignalWhileClosing(t *testing.T) {
 				k++
 			}
 		}()
-		// The consumer waits (so Signal writes the eventfd), then closes.
+		// The consumer waits (so Signal writes the eventfd), then closes,
+		// once the producer runs: on a loaded machine it may not have been
+		// scheduled within the waits.
+		<-running
 		for w := 0; w < 3; w++ {
 			n.Wait(time.Millisecond, nil, func() int { return 0 })
 		}
