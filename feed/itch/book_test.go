@@ -2,6 +2,7 @@ package itch
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -304,25 +305,30 @@ func TestBooksNoAllocs(t *testing.T) {
 // up to 40 (bids ascending, asks descending, as the books keep them), and
 // for every absent price the index where it belongs.
 func TestLevelIndex(t *testing.T) {
-	for n := range 41 {
-		for _, bid := range []bool{true, false} {
-			side := make([]Level, n)
-			for i := range side {
-				p := uint32(10 + 10*i) // present prices: 10, 20, ...
-				if !bid {
-					p = uint32(10 + 10*(n-1-i))
+	// Prices near 0 and near the largest Price(4): levelIndex compares
+	// asks' prices inverted.
+	for _, base := range []uint32{0, math.MaxUint32 - 10*40 - 20} {
+		for n := range 41 {
+			for _, bid := range []bool{true, false} {
+				side := make([]Level, n)
+				for i := range side {
+					p := base + uint32(10+10*i) // present prices: base+10, base+20, ...
+					if !bid {
+						p = base + uint32(10+10*(n-1-i))
+					}
+					side[i] = Level{Price: p}
 				}
-				side[i] = Level{Price: p}
-			}
-			for price := uint32(0); price <= uint32(10*n+20); price++ {
-				want, found := 0, false
-				for want < n && side[want].Price != price && (side[want].Price < price) == bid {
-					want++
-				}
-				found = want < n && side[want].Price == price
-				got, ok := levelIndex(side, price, bid)
-				if got != want || ok != found {
-					t.Fatalf("%d levels, bid %v, price %d: levelIndex %d, %v; want %d, %v", n, bid, price, got, ok, want, found)
+				for d := uint32(0); d <= uint32(10*n+20); d++ {
+					price := base + d
+					want, found := 0, false
+					for want < n && side[want].Price != price && (side[want].Price < price) == bid {
+						want++
+					}
+					found = want < n && side[want].Price == price
+					got, ok := levelIndex(side, price, bid)
+					if got != want || ok != found {
+						t.Fatalf("%d levels, bid %v, price %d: levelIndex %d, %v; want %d, %v", n, bid, price, got, ok, want, found)
+					}
 				}
 			}
 		}
