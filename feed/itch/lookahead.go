@@ -9,9 +9,19 @@ import (
 // lookAhead is how many ITCH messages a Source reads ahead of the one it
 // normalizes. On a full-size day the order table and the books are far
 // larger than the caches, so nearly every event misses them; prefetching
-// the table slot and the best levels of each message lookAhead messages
-// early lets those misses overlap instead of coming one after another.
-const lookAhead = 8
+// what each message's event reads early lets those misses overlap instead
+// of coming one after another. It is done in two steps, because where a
+// stock's sides are is itself in memory that misses (the stock's entry in
+// Books.books): when a message is read, lookAhead messages before its
+// turn, its stock's entry is prefetched; eventAhead messages before its
+// turn, when the entry has arrived, the lines its event reads (touch).
+// Touching the event at once, with eight messages read ahead, made a
+// full-size day 4% slower (docs/scale.md).
+const lookAhead = 16
+
+// eventAhead is how many messages before its turn a message's event is
+// touched (see lookAhead).
+const eventAhead = 8
 
 // The ring of messages read ahead is indexed with a mask: lookAhead must
 // be a power of two.
@@ -73,6 +83,7 @@ const aheadSpan = lookAhead*(2+aheadSlot) + 2 + 65535
 type readAhead struct {
 	ring       [lookAhead]ahead
 	head, size int
+	touched    int    // the oldest touched of the ring's messages have had their events touched
 	big        []byte // the one message too long for a slot
 	bigHeld    bool
 	err        error // what ended the reading ahead, returned after the messages before it
@@ -141,6 +152,15 @@ func (s *Source) next() ([]byte, int64, error) {
 		a.size++
 		s.touch(b)
 	}
+	if a.size < lookAhead {
+		// No more now: the events of the messages read are touched
+		// without waiting for eventAhead more.
+		for a.touched < a.size {
+			e := a.bytes(a.touched)
+			a.touched++
+			touchEvent(s, unsafe.SliceData(e), len(e), nil, 0)
+		}
+	}
 	if a.size == 0 {
 		err := a.err
 		if err == ErrLost || err == feed.ErrIdle {
@@ -151,6 +171,7 @@ func (s *Source) next() ([]byte, int64, error) {
 	slot := &a.ring[a.head]
 	a.head = (a.head + 1) & (lookAhead - 1)
 	a.size--
+	a.touched = max(a.touched-1, 0)
 	if slot.big {
 		a.bigHeld = false
 	}
@@ -177,16 +198,39 @@ var touchKinds = [256]uint8{
 	TypeOrderDelete: touchOrder, TypeOrderReplace: touchReplace,
 }
 
-// touch prefetches what an order event will read, so that the cache lines
-// are on their way by the time the event is handled: the order table
-// slots its reference (and a replace's new one) is looked up from, its
-// stock's state, and the best levels of its stock's side, or of both
-// sides when the side is its order's. Every order event carries its
-// reference at the same offset; the few branches depend on the kind of
-// event and on checks a sound feed passes (its length, a known stock),
-// not on its data. It is one call to assembly (touchEvent; a
-// no-op where there is none), which reads the Source's fields itself.
-func (s *Source) touch(b []byte) { touchEvent(s, unsafe.SliceData(b), len(b)) }
+// touch prefetches what the events of the messages read ahead will read,
+// so that the cache lines are on their way by the time the events are
+// handled: for b, the message just read (the newest in the ring), its
+// stock's entry in the books; for the oldest message whose event is not
+// touched yet, once eventAhead messages follow it, the order table slots
+// its reference (and a replace's new one) is looked up from, its stock's
+// state, and the best levels of its stock's side, or of both sides when
+// the side is its order's. Every order event carries its reference at the
+// same offset; the few branches depend on the kind of event and on checks
+// a sound feed passes (its length, a known stock), not on its data. It is
+// one call to assembly (touchEvent; a no-op where there is none), which
+// reads the Source's fields itself.
+func (s *Source) touch(b []byte) {
+	a := &s.ahead
+	var e []byte
+	if a.size-a.touched > eventAhead {
+		e = a.bytes(a.touched)
+		a.touched++
+	}
+	touchEvent(s, unsafe.SliceData(e), len(e), unsafe.SliceData(b), len(b))
+}
+
+// bytes returns the bytes of the ring's k-th oldest message.
+func (a *readAhead) bytes(k int) []byte {
+	slot := &a.ring[(a.head+k)&(lookAhead-1)]
+	switch {
+	case a.stable:
+		return slot.p
+	case slot.big:
+		return a.big
+	}
+	return slot.b[:slot.n]
+}
 
 // tableLines is how many cache lines of the order table the look-ahead
 // prefetches from an event's home slot on: the slot itself, which may

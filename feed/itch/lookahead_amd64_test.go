@@ -3,6 +3,7 @@ package itch
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"unsafe"
 
@@ -93,10 +94,37 @@ func touchCount(s *Source, b []byte) int {
 	return n
 }
 
+// bookReference returns the cache lines touchEvent is to prefetch for
+// message b just read: those of its stock's entry in the books, for an
+// order event of its type's length whose stock has a book.
+func bookReference(s *Source, b []byte) map[uintptr]bool {
+	lines := map[uintptr]bool{}
+	if bookCount(s, b) == 0 {
+		return lines
+	}
+	start := uintptr(unsafe.Pointer(&s.books.books[binary.BigEndian.Uint16(b[1:3])]))
+	lines[start>>6] = true
+	lines[(start+unsafe.Sizeof(book{})-1)>>6] = true
+	return lines
+}
+
+// bookCount returns how many prefetches touchEvent makes for message b
+// just read: bookLines for an order event of its type's length whose
+// stock has a book, none otherwise.
+func bookCount(s *Source, b []byte) int {
+	if len(b) == 0 || touchKinds[b[0]] == touchNone || len(b) != Size(Type(b[0])) ||
+		int(binary.BigEndian.Uint16(b[1:3])) >= len(s.books.books) {
+		return 0
+	}
+	return bookLines
+}
+
 // TestTouchLines: the assembly's cache lines (touchLines, touchEvent's
 // body storing the addresses instead of prefetching them) are those
-// touchReference computes from the books, for every message of a
-// generated day read after its books have filled, with a large order
+// touchReference and bookReference compute from the books, for every
+// message of a generated day read after its books have filled, each
+// touched as the event eventAhead before its turn beside another message
+// just read (or alone, or with none), with a large order
 // table and a small one (whose hash keeps longer runs of references
 // together), for messages of stocks at and past the ends of the books and
 // the states, and for messages too short for their type.
@@ -152,16 +180,27 @@ func checkTouchLines(t *testing.T, src *Source, rest []byte) {
 	}
 	msgs = append(msgs, []byte{})
 	const unset = ^uintptr(0)
+	ptr := func(b []byte) *byte {
+		if len(b) == 0 {
+			return nil
+		}
+		return &b[0]
+	}
 	for i, b := range msgs {
+		// The message just read: eventAhead further on, or none.
+		var read []byte
+		switch {
+		case i%7 == 3:
+		case i%7 == 5:
+			read, b = b, nil
+		default:
+			read = msgs[(i+eventAhead)%len(msgs)]
+		}
 		var out [touchMax + 1]uintptr
 		for j := range out {
 			out[j] = unset
 		}
-		var p *byte
-		if len(b) > 0 {
-			p = &b[0]
-		}
-		touchLines(src, p, len(b), (*[touchMax]uintptr)(out[:touchMax]))
+		touchLines(src, ptr(b), len(b), ptr(read), len(read), (*[touchMax]uintptr)(out[:touchMax]))
 		if out[touchMax] != unset {
 			t.Fatalf("message %d: more than %d lines", i, touchMax)
 		}
@@ -173,16 +212,20 @@ func checkTouchLines(t *testing.T, src *Source, rest []byte) {
 				n++
 			}
 		}
-		if wantN := touchCount(src, b); n != wantN {
-			t.Fatalf("message %d (%q, %d bytes): %d prefetches, want %d", i, b[:min(1, len(b))], len(b), n, wantN)
+		what := fmt.Sprintf("message %d (%q, %d bytes; %q, %d bytes just read)", i, b[:min(1, len(b))], len(b), read[:min(1, len(read))], len(read))
+		if wantN := touchCount(src, b) + bookCount(src, read); n != wantN {
+			t.Fatalf("%s: %d prefetches, want %d", what, n, wantN)
 		}
 		want := touchReference(src, b)
+		for l := range bookReference(src, read) {
+			want[l] = true
+		}
 		if len(got) != len(want) {
-			t.Fatalf("message %d (%q, %d bytes): %d lines, want %d", i, b[:min(1, len(b))], len(b), len(got), len(want))
+			t.Fatalf("%s: %d lines, want %d", what, len(got), len(want))
 		}
 		for l := range want {
 			if !got[l] {
-				t.Fatalf("message %d (%q, %d bytes): line %#x not prefetched", i, b[:min(1, len(b))], len(b), l<<6)
+				t.Fatalf("%s: line %#x not prefetched", what, l<<6)
 			}
 		}
 	}

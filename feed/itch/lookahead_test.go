@@ -352,3 +352,64 @@ func TestLookAheadDoesNotWait(t *testing.T) {
 		t.Fatalf("the second add: %v, %s, %d waits; want its quote at once", err, m.Type, r.waits)
 	}
 }
+
+// TestLookAheadTouchesEveryEvent: every message read ahead has its event
+// touched before its turn, eventAhead messages before it while the ring
+// stays full, and at once when the reading ahead stops short of a full
+// ring (a live feed that has nothing more yet, the end of the input): after
+// every Next, the touched messages are the oldest, all those within
+// eventAhead of their turn, and all of them in a ring not full. Read
+// framed in place, with copies, and as a live feed arriving in bursts.
+func TestLookAheadTouchesEveryEvent(t *testing.T) {
+	g, err := itchgen.New(itchgen.Config{Seed: 4, Stocks: 200, Orders: 5_000, Messages: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day, _ := g.AppendFile(nil, 60_000)
+	for _, mode := range []string{"framed", "copy", "live"} {
+		var r MessageReader = NewReader(bytes.NewReader(day))
+		var live *liveReader
+		msgs := readAll(t, bytes.NewReader(day))
+		switch mode {
+		case "copy":
+			r = hidingReader{NewReader(bytes.NewReader(day))}
+		case "live":
+			live = &liveReader{}
+			r = live
+		}
+		src, err := NewMessageSource(r, Config{Depth: 10, Clock: func() int64 { return 0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !src.ahead.on {
+			t.Fatalf("%s: the default order table does not read ahead", mode)
+		}
+		a := &src.ahead
+		full := 0
+		var m feed.Msg
+		for i := 0; ; i++ {
+			if live != nil && len(live.held) == 0 && len(msgs) > 0 {
+				n := min(1+i%23, len(msgs)) // bursts of 1 to 23 messages
+				live.arrive(msgs[:n]...)
+				msgs = msgs[n:]
+			}
+			err := src.Next(&m)
+			if err == io.EOF || (err == feed.ErrIdle && len(msgs) == 0) {
+				break
+			}
+			if err != nil && err != feed.ErrIdle {
+				t.Fatalf("%s: %v", mode, err)
+			}
+			if a.touched > a.size || a.touched < a.size-eventAhead || (a.size < lookAhead-1 && a.touched != a.size) {
+				t.Fatalf("%s, after %d Next calls: %d of %d messages read ahead touched", mode, i+1, a.touched, a.size)
+			}
+			if a.size == lookAhead-1 {
+				full++
+			}
+		}
+		if mode != "live" && full < 50_000 {
+			t.Fatalf("%s: the ring was full after only %d Next calls", mode, full)
+		}
+		t.Logf("%s: the ring full after %d Next calls", mode, full)
+	}
+}

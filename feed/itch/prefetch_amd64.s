@@ -46,14 +46,14 @@
 	CMOVQCS	AX, R9; \
 	FETCH(0(R9))
 
-// func touchEvent(s *Source, p *byte, n int)
+// func touchEvent(s *Source, p *byte, n int, q *byte, m int)
 #define FETCH(a) PREFETCHT0 a
-TEXT ·touchEvent(SB), NOSPLIT|NOFRAME, $0-24
+TEXT ·touchEvent(SB), NOSPLIT|NOFRAME, $0-40
 #include "touch_amd64.h"
 #undef FETCH
 
-// func touchLines(s *Source, p *byte, n int, out *[touchMax]uintptr)
+// func touchLines(s *Source, p *byte, n int, q *byte, m int, out *[touchMax]uintptr)
 #define FETCH(a) LEAQ a, CX; MOVQ CX, (DI); ADDQ $8, DI
-TEXT ·touchLines(SB), NOSPLIT|NOFRAME, $0-32
-	MOVQ	out+24(FP), DI
+TEXT ·touchLines(SB), NOSPLIT|NOFRAME, $0-48
+	MOVQ	out+40(FP), DI
 #include "touch_amd64.h"

@@ -294,21 +294,27 @@ func (s *Source) Next(m *feed.Msg) error {
 		}
 		// The look-ahead's common case, written out here rather than
 		// in next, a call less: a Reader's next message is all
-		// buffered, and the ring holds lookAhead-1 messages. It frames
-		// the message, touches it, puts it in the ring and takes the
-		// oldest.
+		// buffered, the ring holds lookAhead-1 messages, and the
+		// oldest lookAhead-1-eventAhead have had their events touched.
+		// It frames the message, puts it in the ring, touches it and
+		// the event of the message eventAhead before its turn, and
+		// takes the oldest.
 		var b []byte
 		var off int64
 		var err error
 		a := &s.ahead
-		if rd := a.frames; rd != nil && a.size == lookAhead-1 && a.on && a.err == nil && !a.bigHeld {
+		if rd := a.frames; rd != nil && a.size == lookAhead-1 && a.touched == lookAhead-1-eventAhead && a.on && a.err == nil && !a.bigHeld {
 			if p, o, ok := rd.frame(); ok {
 				// As next does for a stableReader: a message too long
 				// for a slot stops the reading ahead until it is handled.
 				in := &a.ring[(a.head+lookAhead-1)&(lookAhead-1)]
 				in.p, in.off, in.big = p, *a.base+o, len(p) > aheadSlot
 				a.bigHeld = in.big
-				touchEvent(s, unsafe.SliceData(p), len(p))
+				// The oldest untouched (as touch: a.bytes(a.touched)).
+				// The count is back where it was once the oldest is
+				// taken.
+				e := a.ring[(a.head+a.touched)&(lookAhead-1)].p
+				touchEvent(s, unsafe.SliceData(e), len(e), unsafe.SliceData(p), len(p))
 				out := &a.ring[a.head]
 				a.head = (a.head + 1) & (lookAhead - 1)
 				b, off = out.p, out.off // none is too long for a slot: !bigHeld

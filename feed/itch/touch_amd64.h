@@ -2,6 +2,40 @@
 // in FETCH, what they do with each cache line (touchLines stores it at DI
 // and moves on).
 //
+// First the book of the stock of the message just read (q, m), whose
+// event is touched eventAhead messages later: the lines of its entry in
+// Books.books, which holds its sides' addresses and lengths. Registers:
+// SI the message, CX its length, DX its kind, R11 its stock locate, BX
+// the Books, AX and R9 scratch.
+	MOVQ	q+24(FP), SI
+	MOVQ	m+32(FP), CX
+	TESTQ	CX, CX
+	JEQ	event
+	MOVBQZX	(SI), AX
+	LEAQ	·touchKinds(SB), R9
+	MOVBQZX	(R9)(AX*1), DX
+	TESTQ	DX, DX
+	JEQ	event
+	LEAQ	·sizes(SB), R9
+	MOVBQZX	(R9)(AX*1), R9
+	CMPQ	R9, CX
+	JNE	event
+	MOVQ	s+0(FP), BX
+	MOVQ	Source_books(BX), BX
+	MOVWQZX	1(SI), R11
+	ROLW	$8, R11
+	MOVWQZX	R11, R11
+	CMPQ	R11, Books_books+8(BX)
+	JCC	event
+	MOVQ	Books_books(BX), R9
+	LEAQ	(R11)(R11*2), AX
+	SHLQ	$4, AX
+	ADDQ	AX, R9
+	FETCH(0(R9))
+	FETCH((book__size-1)(R9))
+event:
+
+// Then the event of the message eventAhead before its turn (p, n).
 // Registers: SI the message, CX its length, then scratch (shift counts,
 // the add's side, and FETCH's in touchLines); DX the kind (touchKinds);
 // BX the Books; R10 the Source until its fields are loaded, then HOME's
