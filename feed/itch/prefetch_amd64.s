@@ -21,6 +21,39 @@
 	MOVQ	Books_slots(BX), dst; \
 	LEAQ	(dst)(R9*8), dst
 
+// ORDEREVENT jumps to skip unless the message at SI, of CX bytes, is an
+// order event (touchKinds) of its type's length; it leaves its kind in
+// DX. A message whose length does not match its type is handle's to
+// report; every order event is long enough for what touch reads.
+#define ORDEREVENT(skip) \
+	TESTQ	CX, CX; \
+	JEQ	skip; \
+	MOVBQZX	(SI), AX; \
+	LEAQ	·touchKinds(SB), R9; \
+	MOVBQZX	(R9)(AX*1), DX; \
+	TESTQ	DX, DX; \
+	JEQ	skip; \
+	LEAQ	·sizes(SB), R9; \
+	MOVBQZX	(R9)(AX*1), R9; \
+	CMPQ	R9, CX; \
+	JNE	skip
+
+// LOCATE puts the stock locate of the message at SI in R11.
+#define LOCATE \
+	MOVWQZX	1(SI), R11; \
+	ROLW	$8, R11; \
+	MOVWQZX	R11, R11
+
+// BOOK puts the address of the entry in Books.books of stock R11 (BX the
+// Books) in dst, or jumps to skip if the stock has none; tmp is scratch.
+#define BOOK(dst, tmp, skip) \
+	CMPQ	R11, Books_books+8(BX); \
+	JCC	skip; \
+	MOVQ	Books_books(BX), dst; \
+	LEAQ	(R11)(R11*2), tmp; \
+	SHLQ	$4, tmp; \
+	ADDQ	tmp, dst
+
 // SIDE fetches the topLines (4) cache lines that end a side of len levels
 // (Level__size, 16 bytes) at ptr, where its best levels are: the line of
 // its last byte and the three before it, each no lower than its start

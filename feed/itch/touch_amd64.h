@@ -9,28 +9,11 @@
 // the Books, AX and R9 scratch.
 	MOVQ	q+24(FP), SI
 	MOVQ	m+32(FP), CX
-	TESTQ	CX, CX
-	JEQ	event
-	MOVBQZX	(SI), AX
-	LEAQ	·touchKinds(SB), R9
-	MOVBQZX	(R9)(AX*1), DX
-	TESTQ	DX, DX
-	JEQ	event
-	LEAQ	·sizes(SB), R9
-	MOVBQZX	(R9)(AX*1), R9
-	CMPQ	R9, CX
-	JNE	event
+	ORDEREVENT(event)
 	MOVQ	s+0(FP), BX
 	MOVQ	Source_books(BX), BX
-	MOVWQZX	1(SI), R11
-	ROLW	$8, R11
-	MOVWQZX	R11, R11
-	CMPQ	R11, Books_books+8(BX)
-	JCC	event
-	MOVQ	Books_books(BX), R9
-	LEAQ	(R11)(R11*2), AX
-	SHLQ	$4, AX
-	ADDQ	AX, R9
+	LOCATE
+	BOOK(R9, AX, event)
 	FETCH(0(R9))
 	FETCH((book__size-1)(R9))
 event:
@@ -48,27 +31,13 @@ event:
 	MOVQ	s+0(FP), R10
 	MOVQ	p+8(FP), SI
 	MOVQ	n+16(FP), CX
-	TESTQ	CX, CX
-	JEQ	done
-	MOVBQZX	(SI), AX
-	LEAQ	·touchKinds(SB), R9
-	MOVBQZX	(R9)(AX*1), DX
-	TESTQ	DX, DX
-	JEQ	done
-	// A message whose length does not match its type is handle's to
-	// report; every order event is long enough for what is read here.
-	LEAQ	·sizes(SB), R9
-	MOVBQZX	(R9)(AX*1), R9
-	CMPQ	R9, CX
-	JNE	done
+	ORDEREVENT(done)
 	MOVQ	Source_books(R10), BX
 	MOVQ	Source_inst(R10), R12
 	MOVQ	Source_inst+8(R10), R13
 
 	// The stock's state, if it has any yet.
-	MOVWQZX	1(SI), R11
-	ROLW	$8, R11
-	MOVWQZX	R11, R11
+	LOCATE
 	CMPQ	R11, R13
 	JCC	noinst
 	LEAQ	(R11)(R11*4), R9
@@ -95,12 +64,7 @@ noreplace:
 	// byte at 0 (which is never 'B'), and the other side's length zeroed
 	// by CMOVs: the side is as random as the feed, a branch on it would
 	// be mispredicted half the time.
-	CMPQ	R11, Books_books+8(BX)
-	JCC	done
-	MOVQ	Books_books(BX), R10
-	LEAQ	(R11)(R11*2), R9
-	SHLQ	$4, R9
-	ADDQ	R9, R10
+	BOOK(R10, R9, done)
 	MOVQ	DX, R9
 	ANDQ	$1, R9 // an add
 	MOVQ	R9, AX
