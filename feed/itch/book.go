@@ -318,6 +318,8 @@ func levelIndex(side []Level, price uint32, bid bool) (int, bool) {
 // branching (written out for 8).
 const topScan = 8
 
+var _ [0]struct{} = [topScan - 8]struct{}{} // levelIndex's comparisons are written out for 8
+
 func (bk *book) side(s byte) (*[]Level, bool) {
 	if s == 'B' {
 		return &bk.bids, true

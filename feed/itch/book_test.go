@@ -333,4 +333,34 @@ func TestLevelIndex(t *testing.T) {
 			}
 		}
 	}
+	// Sides that span the whole Price(4) range, 0 and the largest
+	// included, with prices 2^31 and more apart (a comparison in 32
+	// bits would wrap).
+	span := []uint32{0, 1, 2, 1<<31 - 2, 1<<31 - 1, 1 << 31, 1<<31 + 1, math.MaxUint32 - 2, math.MaxUint32 - 1, math.MaxUint32}
+	for lo := 0; lo <= 2; lo++ {
+		for _, bid := range []bool{true, false} {
+			asc := span[lo:]
+			side := make([]Level, len(asc))
+			for i, p := range asc {
+				if bid {
+					side[i] = Level{Price: p}
+				} else {
+					side[len(asc)-1-i] = Level{Price: p}
+				}
+			}
+			for _, p := range span {
+				for _, price := range []uint32{p - 1, p, p + 1} {
+					want := 0
+					for want < len(side) && side[want].Price != price && (side[want].Price < price) == bid {
+						want++
+					}
+					found := want < len(side) && side[want].Price == price
+					if got, ok := levelIndex(side, price, bid); got != want || ok != found {
+						t.Fatalf("%d levels from %d to %d, bid %v, price %d: levelIndex %d, %v; want %d, %v",
+							len(side), asc[0], asc[len(asc)-1], bid, price, got, ok, want, found)
+					}
+				}
+			}
+		}
+	}
 }

@@ -27,6 +27,11 @@ const eventAhead = 8
 // be a power of two.
 var _ [0]struct{} = [lookAhead & (lookAhead - 1)]struct{}{}
 
+// A Reader keeps its messages as long as the look-ahead spans (Source.Next
+// frames a Reader's messages in place): readStable must be at least
+// aheadSpan.
+var _ [readStable - aheadSpan]struct{}
+
 // lookAheadTable is the smallest order table (in bytes) a Source reads
 // ahead for from the start, and lookAheadLevels the most levels the books
 // may hold before it reads ahead with a smaller table: below both, the
@@ -158,6 +163,9 @@ func (s *Source) next() ([]byte, int64, error) {
 		for a.touched < a.size {
 			e := a.bytes(a.touched)
 			a.touched++
+			if traceTouch != nil {
+				traceTouch(e, nil)
+			}
 			touchEvent(s, unsafe.SliceData(e), len(e), nil, 0)
 		}
 	}
@@ -217,8 +225,16 @@ func (s *Source) touch(b []byte) {
 		e = a.bytes(a.touched)
 		a.touched++
 	}
+	if traceTouch != nil {
+		traceTouch(e, b)
+	}
 	touchEvent(s, unsafe.SliceData(e), len(e), unsafe.SliceData(b), len(b))
 }
+
+// traceTouch, if set (by tests only, before a Source is made), is called
+// before each touchEvent call with its messages: the one whose event is
+// touched and the one just read (either may be nil).
+var traceTouch func(event, read []byte)
 
 // bytes returns the bytes of the ring's k-th oldest message.
 func (a *readAhead) bytes(k int) []byte {

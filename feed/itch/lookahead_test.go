@@ -3,6 +3,7 @@ package itch
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"unsafe"
@@ -354,22 +355,27 @@ func TestLookAheadDoesNotWait(t *testing.T) {
 }
 
 // TestLookAheadTouchesEveryEvent: every message read ahead has its event
-// touched before its turn, eventAhead messages before it while the ring
-// stays full, and at once when the reading ahead stops short of a full
-// ring (a live feed that has nothing more yet, the end of the input): after
-// every Next, the touched messages are the oldest, all those within
-// eventAhead of their turn, and all of them in a ring not full. Read
-// framed in place, with copies, and as a live feed arriving in bursts.
+// touched once, in order, before it is handled: eventAhead messages before
+// the message read beside it while the ring stays full, and at once when
+// the reading ahead stops short of a full ring (a live feed that has
+// nothing more yet, the end of the input). Every message read has its
+// book entry touched once, in order (traceTouch sees each touchEvent
+// call). After every Next, the touched messages are the oldest, all those
+// within eventAhead of their turn, and all of them in a ring not full.
+// Read framed in place, with copies, and as a live feed arriving in
+// bursts.
 func TestLookAheadTouchesEveryEvent(t *testing.T) {
 	g, err := itchgen.New(itchgen.Config{Seed: 4, Stocks: 200, Orders: 5_000, Messages: 60_000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	day, _ := g.AppendFile(nil, 60_000)
+	all := readAll(t, bytes.NewReader(day))
+	defer func() { traceTouch = nil }()
 	for _, mode := range []string{"framed", "copy", "live"} {
 		var r MessageReader = NewReader(bytes.NewReader(day))
 		var live *liveReader
-		msgs := readAll(t, bytes.NewReader(day))
+		msgs := all
 		switch mode {
 		case "copy":
 			r = hidingReader{NewReader(bytes.NewReader(day))}
@@ -383,6 +389,37 @@ func TestLookAheadTouchesEveryEvent(t *testing.T) {
 		}
 		if !src.ahead.on {
 			t.Fatalf("%s: the default order table does not read ahead", mode)
+		}
+		// The messages read and those whose events were touched, by
+		// their index in the day.
+		reads, events, paired := 0, 0, 0
+		var bad string
+		traceTouch = func(event, read []byte) {
+			if bad != "" {
+				return
+			}
+			if read != nil {
+				if reads >= len(all) || !bytes.Equal(read, all[reads]) {
+					bad = fmt.Sprintf("message %d read is not the day's", reads)
+					return
+				}
+				reads++
+			}
+			if event != nil {
+				handled := int(src.Stats().Messages)
+				switch {
+				case events >= reads || !bytes.Equal(event, all[events]):
+					bad = fmt.Sprintf("event %d touched is not the day's message %d, or not read yet (%d read)", events, events, reads)
+				case events < handled:
+					bad = fmt.Sprintf("event %d touched after %d messages were handled", events, handled)
+				case read != nil && reads-1-events != eventAhead:
+					bad = fmt.Sprintf("event %d touched beside message %d read, want %d after it", events, reads-1, eventAhead)
+				}
+				if read != nil {
+					paired++
+				}
+				events++
+			}
 		}
 		a := &src.ahead
 		full := 0
@@ -400,16 +437,25 @@ func TestLookAheadTouchesEveryEvent(t *testing.T) {
 			if err != nil && err != feed.ErrIdle {
 				t.Fatalf("%s: %v", mode, err)
 			}
+			if bad != "" {
+				t.Fatalf("%s, Next call %d: %s", mode, i+1, bad)
+			}
 			if a.touched > a.size || a.touched < a.size-eventAhead || (a.size < lookAhead-1 && a.touched != a.size) {
 				t.Fatalf("%s, after %d Next calls: %d of %d messages read ahead touched", mode, i+1, a.touched, a.size)
 			}
 			if a.size == lookAhead-1 {
 				full++
+				if mode == "framed" && a.touched != lookAhead-1-eventAhead {
+					t.Fatalf("%s, after %d Next calls: %d of a full ring touched, want %d (Next's common case)", mode, i+1, a.touched, lookAhead-1-eventAhead)
+				}
 			}
 		}
-		if mode != "live" && full < 50_000 {
-			t.Fatalf("%s: the ring was full after only %d Next calls", mode, full)
+		if reads != len(all) || events != len(all) {
+			t.Fatalf("%s: %d messages in the day, %d read, %d events touched", mode, len(all), reads, events)
 		}
-		t.Logf("%s: the ring full after %d Next calls", mode, full)
+		if mode != "live" && (full < 50_000 || paired < 50_000) {
+			t.Fatalf("%s: the ring was full after only %d Next calls, and %d events touched beside a message read", mode, full, paired)
+		}
+		t.Logf("%s: the ring full after %d Next calls; %d of %d events touched beside a message read", mode, full, paired, events)
 	}
 }

@@ -314,6 +314,9 @@ func (s *Source) Next(m *feed.Msg) error {
 				// The count is back where it was once the oldest is
 				// taken.
 				e := a.ring[(a.head+a.touched)&(lookAhead-1)].p
+				if traceTouch != nil {
+					traceTouch(e, p)
+				}
 				touchEvent(s, unsafe.SliceData(e), len(e), unsafe.SliceData(p), len(p))
 				out := &a.ring[a.head]
 				a.head = (a.head + 1) & (lookAhead - 1)
