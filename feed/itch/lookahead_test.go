@@ -163,17 +163,7 @@ func TestLookAheadLongMessage(t *testing.T) {
 		if !ahead {
 			src.ahead.on, src.ahead.grow = false, false
 		}
-		var out []feed.Msg
-		var m feed.Msg
-		for {
-			if err := src.Next(&m); err == io.EOF {
-				return out, src
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, normalizedOnly(m))
-			held = held || src.ahead.bigHeld
-		}
+		return normalizeAll(t, src, func() { held = held || src.ahead.bigHeld }), src
 	}
 	framed, src := run(true)
 	if !held {
@@ -189,6 +179,26 @@ func TestLookAheadLongMessage(t *testing.T) {
 	for i := range framed {
 		if framed[i] != off[i] {
 			t.Fatalf("message %d: %+v framed in place, %+v without look-ahead", i, framed[i], off[i])
+		}
+	}
+}
+
+// normalizeAll returns the messages src normalizes until io.EOF
+// (normalizedOnly), calling after, if set, after each; any other error
+// fails the test.
+func normalizeAll(t *testing.T, src *Source, after func()) []feed.Msg {
+	t.Helper()
+	var out []feed.Msg
+	var m feed.Msg
+	for {
+		if err := src.Next(&m); err == io.EOF {
+			return out
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, normalizedOnly(m))
+		if after != nil {
+			after()
 		}
 	}
 }
@@ -259,16 +269,7 @@ func TestLookAheadWhenBooksGrow(t *testing.T) {
 		if never {
 			src.ahead.grow = false
 		}
-		var out []feed.Msg
-		var m feed.Msg
-		for {
-			if err := src.Next(&m); err == io.EOF {
-				return out, src
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, normalizedOnly(m))
-		}
+		return normalizeAll(t, src, nil), src
 	}
 	grown, src := run(false)
 	if !src.ahead.on {
