@@ -176,20 +176,14 @@ func (s *Source) next() ([]byte, int64, error) {
 		}
 		return nil, s.rd.Offset(), err
 	}
-	slot := &a.ring[a.head]
+	b, slot := a.bytes(0), &a.ring[a.head]
 	a.head = (a.head + 1) & (lookAhead - 1)
 	a.size--
 	a.touched = max(a.touched-1, 0)
 	if slot.big {
 		a.bigHeld = false
 	}
-	switch {
-	case a.stable:
-		return slot.p, slot.off, nil
-	case slot.big:
-		return a.big, slot.off, nil
-	}
-	return slot.b[:slot.n], slot.off, nil
+	return b, slot.off, nil
 }
 
 // Kinds of ITCH message for touch, by type (touchKinds).
