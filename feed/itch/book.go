@@ -50,9 +50,44 @@ type Order struct {
 	Price  uint32 // Price(4)
 	Locate uint16
 	Side   byte // 'B' or 'S'
-	used   bool
-	dist   uint32 // slots from its home slot (Books.home) to its own, in the table
 }
+
+// slot is an entry of the order table: 16 bytes, so that four share a
+// cache line and none straddles two. It holds a live order's key (keyOf)
+// and its shares and price; an empty slot's key is 0.
+type slot struct {
+	key    uint64
+	shares uint32
+	price  uint32
+}
+
+// A slot's key holds the order's reference in its top bits, above its
+// stock locate (16 bits), its side (1 for the asks) and a 1 that only an
+// empty slot lacks. A reference of wideRef or more does not fit: such
+// orders are kept in Books.wide instead. ITCH numbers orders from 1 each
+// day (a full day adds about 300 million, below 2^29), so real feeds
+// never reach it.
+const (
+	keyRefShift = 18
+	wideRef     = 1 << (64 - keyRefShift)
+)
+
+// keyOf returns the key of order ref (below wideRef) of stock locate on
+// side ('B' or 'S', whose bit 4 tells them apart).
+func keyOf(ref uint64, locate uint16, side byte) uint64 {
+	return ref<<keyRefShift | uint64(locate)<<2 | uint64(side&0x10)>>3 | 1
+}
+
+// order returns the order in s.
+func (s *slot) order() Order {
+	return Order{Ref: s.key >> keyRefShift, Shares: s.shares, Price: s.price, Locate: s.locate(), Side: s.side()}
+}
+
+// locate returns the stock locate of the order in s.
+func (s *slot) locate() uint16 { return uint16(s.key >> 2) }
+
+// side returns the side of the order in s, 'B' or 'S'.
+func (s *slot) side() byte { return 'B' + byte(s.key>>1&1)*('S'-'B') }
 
 // Level is an aggregated price level: the shares and number of orders
 // resting at one price on one side.
@@ -106,6 +141,10 @@ type book struct {
 // The order table is an open-addressing hash table with linear probing and
 // backward-shift deletion (no tombstones), sized at creation for a fixed
 // capacity: adds, executions, cancels, deletes and replaces never allocate.
+// Orders whose references are too large for a slot's key (wideRef and
+// more, which no exchange reaches) are kept in a map instead, made when
+// the first comes: correct, slower, and it may allocate. The capacity
+// counts them too.
 // A stock's book starts with room for 32 levels a side; a side grows (by
 // doubling) when it first holds more levels than ever before, which
 // becomes rare once the day has warmed up, into a level arena made with the
@@ -113,7 +152,8 @@ type book struct {
 // Every level holds at least one live order, so the levels are bounded by
 // the table's capacity.
 type Books struct {
-	slots    []Order
+	slots    []slot
+	wide     map[uint64]Order // orders of references of wideRef and more
 	mask     uint64
 	shift    uint8
 	run      uint8  // refRunLarge or refRunSmall
@@ -133,10 +173,10 @@ func NewBooks(capacity int) *Books {
 	// At most half full, so probe sequences stay short.
 	n := 1 << bits.Len(uint(2*capacity-1))
 	n = max(n, 2)
-	slots := make([]Order, n)
+	slots := make([]slot, n)
 	adviseHuge(slots)
 	run := uint8(refRunSmall)
-	if uintptr(n)*unsafe.Sizeof(Order{}) >= lookAheadTable {
+	if uintptr(n)*unsafe.Sizeof(slot{}) >= lookAheadTable {
 		run = refRunLarge
 	}
 	return &Books{slots: slots, mask: uint64(n - 1), shift: uint8(64 - bits.TrailingZeros(uint(n))), run: run, runMask: 1<<run - 1,
@@ -175,31 +215,26 @@ func (b *Books) home(ref uint64) uint64 {
 	return ((ref>>(b.run&63))*0x9e3779b97f4a7c15>>(b.shift&63) + ref&b.runMask) & b.mask
 }
 
-// find returns the slot of ref, or -1.
+// find returns the slot of ref (below wideRef), or -1.
 func (b *Books) find(ref uint64) int {
-	for i := b.home(ref); ; i = (i + 1) & b.mask {
-		s := &b.slots[i]
-		if !s.used {
-			return -1
-		}
-		if s.Ref == ref {
-			return int(i)
-		}
+	i, live := b.slot(ref)
+	if !live {
+		return -1
 	}
+	return int(i)
 }
 
-// slot returns the slot of ref and true, or the empty slot that ends its
-// probe run and false: where an insert puts it.
-func (b *Books) slot(ref uint64) (i uint64, dist uint32, live bool) {
+// slot returns the slot of ref (below wideRef) and true, or the empty slot
+// that ends its probe run and false: where an insert puts it.
+func (b *Books) slot(ref uint64) (i uint64, live bool) {
 	for i = b.home(ref); ; i = (i + 1) & b.mask {
-		s := &b.slots[i]
-		if !s.used {
-			return i, dist, false
+		k := b.slots[i].key
+		if k == 0 {
+			return i, false
 		}
-		if s.Ref == ref {
-			return i, dist, true
+		if k>>keyRefShift == ref {
+			return i, true
 		}
-		dist++
 	}
 }
 
@@ -208,16 +243,15 @@ func (b *Books) slot(ref uint64) (i uint64, dist uint32, live bool) {
 func (b *Books) remove(i int) {
 	b.live--
 	hole := uint64(i)
-	for j := (hole + 1) & b.mask; b.slots[j].used; j = (j + 1) & b.mask {
+	for j := (hole + 1) & b.mask; b.slots[j].key != 0; j = (j + 1) & b.mask {
 		// Move j into the hole unless its home lies cyclically in (hole,
 		// j]: unless it is nearer its home than the hole is.
-		if d := uint32((j - hole) & b.mask); b.slots[j].dist >= d {
+		if (j-b.home(b.slots[j].key>>keyRefShift))&b.mask >= (j-hole)&b.mask {
 			b.slots[hole] = b.slots[j]
-			b.slots[hole].dist -= d
 			hole = j
 		}
 	}
-	b.slots[hole] = Order{}
+	b.slots[hole] = slot{}
 }
 
 // initialLevels is the capacity of each side of a new book, in levels.
@@ -395,14 +429,27 @@ func (b *Books) add(locate uint16, ref uint64, side byte, shares, price uint32) 
 	if side != 'B' && side != 'S' {
 		return BadSide, nil
 	}
-	i, dist, live := b.slot(ref)
-	if live {
-		return Duplicate, nil
+	if ref >= wideRef {
+		if _, live := b.wide[ref]; live {
+			return Duplicate, nil
+		}
+		if b.live >= b.capacity {
+			return Full, nil
+		}
+		if b.wide == nil {
+			b.wide = make(map[uint64]Order)
+		}
+		b.wide[ref] = Order{Ref: ref, Shares: shares, Price: price, Locate: locate, Side: side}
+	} else {
+		i, live := b.slot(ref)
+		if live {
+			return Duplicate, nil
+		}
+		if b.live >= b.capacity {
+			return Full, nil
+		}
+		b.slots[i] = slot{key: keyOf(ref, locate, side), shares: shares, price: price}
 	}
-	if b.live >= b.capacity {
-		return Full, nil
-	}
-	b.slots[i] = Order{Ref: ref, Shares: shares, Price: price, Locate: locate, Side: side, used: true, dist: dist}
 	b.live++
 	b.high = max(b.high, b.live)
 	var bk *book
@@ -430,47 +477,74 @@ func (b *Books) add(locate uint16, ref uint64, side byte, shares, price uint32) 
 	return OK, *lv
 }
 
-// lookup finds ref for an event of stock locate.
+// lookup finds ref (below wideRef) for an event of stock locate.
 func (b *Books) lookup(locate uint16, ref uint64) (int, Result) {
 	i := b.find(ref)
 	if i < 0 {
 		return -1, Unknown
 	}
-	if b.slots[i].Locate != locate {
+	if b.slots[i].locate() != locate {
 		return -1, WrongStock
 	}
 	return i, OK
 }
 
-// reduce takes shares off the order in slot i, removing it when none are
-// left or when shares exceed what it holds (Excess).
-func (b *Books) reduce(i int, shares uint32) Result {
-	o := &b.slots[i]
+// reduce takes shares off order o in its book: all it holds, and the
+// order itself (gone), when shares reach what it holds, with Excess when
+// they exceed it. The caller takes them off the order, or removes it.
+func (b *Books) reduce(o *Order, shares uint32) (gone bool, res Result) {
 	bk := &b.books[o.Locate]
 	if shares >= o.Shares {
-		res := OK
 		if shares > o.Shares {
 			res = Excess
 		}
 		b.last, _ = bk.reduce(o.Side, o.Price, o.Shares, true)
-		b.remove(i)
-		return res
+		return true, res
 	}
 	b.last, _ = bk.reduce(o.Side, o.Price, shares, false)
-	o.Shares -= shares
-	return OK
+	return false, OK
 }
 
 // Execute takes shares off an order that traded. It returns the order as it
 // was before (its side and price price the trade).
 func (b *Books) Execute(locate uint16, ref uint64, shares uint32) (Order, Result) {
 	b.last = levelEvent{}
+	if ref >= wideRef {
+		return b.executeWide(locate, ref, shares)
+	}
 	i, res := b.lookup(locate, ref)
 	if res != OK {
 		return Order{}, res
 	}
-	o := b.slots[i]
-	return o, b.reduce(i, shares)
+	o := b.slots[i].order()
+	gone, res := b.reduce(&o, shares)
+	if gone {
+		b.remove(i)
+	} else {
+		b.slots[i].shares -= shares
+	}
+	return o, res
+}
+
+// executeWide is Execute for a reference of wideRef or more.
+func (b *Books) executeWide(locate uint16, ref uint64, shares uint32) (Order, Result) {
+	o, live := b.wide[ref]
+	if !live {
+		return Order{}, Unknown
+	}
+	if o.Locate != locate {
+		return Order{}, WrongStock
+	}
+	gone, res := b.reduce(&o, shares)
+	if gone {
+		delete(b.wide, ref)
+		b.live--
+	} else {
+		left := o
+		left.Shares -= shares
+		b.wide[ref] = left
+	}
+	return o, res
 }
 
 // Cancel takes shares off an order (a partial cancel; cancelling all that is
@@ -494,17 +568,31 @@ func (b *Books) Delete(locate uint16, ref uint64) (Order, Result) {
 // removal are written out: it serves the most common event but one.
 func (b *Books) delete(locate uint16, ref uint64) (side byte, shares uint32, res Result, lv []Level) {
 	b.last = levelEvent{}
-	i := b.find(ref)
-	if i < 0 {
-		return 0, 0, Unknown, nil
+	var price uint32
+	if ref >= wideRef {
+		o, live := b.wide[ref]
+		if !live {
+			return 0, 0, Unknown, nil
+		}
+		if o.Locate != locate {
+			return 0, 0, WrongStock, nil
+		}
+		side, shares, price = o.Side, o.Shares, o.Price
+		delete(b.wide, ref)
+		b.live--
+	} else {
+		i := b.find(ref)
+		if i < 0 {
+			return 0, 0, Unknown, nil
+		}
+		s := &b.slots[i]
+		if s.locate() != locate {
+			return 0, 0, WrongStock, nil
+		}
+		side, shares, price = s.side(), s.shares, s.price
+		b.remove(i)
 	}
-	o := &b.slots[i]
-	if o.Locate != locate {
-		return 0, 0, WrongStock, nil
-	}
-	side, shares = o.Side, o.Shares
-	b.last, lv = b.books[locate].reduce(side, o.Price, shares, true)
-	b.remove(i)
+	b.last, lv = b.books[locate].reduce(side, price, shares, true)
 	return side, shares, OK, lv
 }
 
@@ -521,11 +609,15 @@ func (b *Books) Replace(locate uint16, oldRef, newRef uint64, shares, price uint
 
 // Order returns the live order ref.
 func (b *Books) Order(ref uint64) (Order, bool) {
+	if ref >= wideRef {
+		o, live := b.wide[ref]
+		return o, live
+	}
 	i := b.find(ref)
 	if i < 0 {
 		return Order{}, false
 	}
-	return b.slots[i], true
+	return b.slots[i].order(), true
 }
 
 // Top returns the best bid and ask of stock locate.

@@ -160,8 +160,22 @@ func bookStep(b *Books, bp **Books, locate *uint16, line string) error {
 
 // TestBooksAgainstModel applies random events to Books with a small table
 // (so probe runs collide and wrap) and to a plain map model, and compares
-// every order and every level after each step.
+// every order and every level after each step. The stock locates include
+// the largest, whose bits fill a slot key's. In "wide", half the
+// references are too large for a slot's key (wideRef and more, up to
+// 2^64-1, and those just below it), so that events move orders between
+// the table and the map of such orders, and each may fill the capacity.
 func TestBooksAgainstModel(t *testing.T) {
+	for _, wide := range []bool{false, true} {
+		name := "narrow"
+		if wide {
+			name = "wide"
+		}
+		t.Run(name, func(t *testing.T) { booksAgainstModel(t, wide) })
+	}
+}
+
+func booksAgainstModel(t *testing.T, wide bool) {
 	type mo struct {
 		locate        uint16
 		side          byte
@@ -172,15 +186,27 @@ func TestBooksAgainstModel(t *testing.T) {
 	b := NewBooks(capacity)
 	model := map[uint64]mo{}
 	refs := func() uint64 {
-		if rng.IntN(2) == 0 {
-			return uint64(rng.IntN(100)) // neighbours share a run of slots
+		r := uint64(rng.IntN(100))
+		if wide && rng.IntN(2) == 0 {
+			switch rng.IntN(3) {
+			case 0:
+				return wideRef - 50 + r // both sides of the boundary
+			case 1:
+				return 1<<63 | r
+			default:
+				return math.MaxUint64 - r
+			}
 		}
-		return uint64(rng.IntN(100)) * 1024 // multiples of 1024 collide more
+		if rng.IntN(2) == 0 {
+			return r // neighbours share a run of slots
+		}
+		return r * 1024 // multiples of 1024 collide more
 	}
+	locates := []uint16{0, 1, math.MaxUint16}
 	for step := 0; step < 200000; step++ {
 		ref := refs()
 		o, live := model[ref]
-		locate := uint16(rng.IntN(3))
+		locate := locates[rng.IntN(len(locates))]
 		if live && rng.IntN(8) != 0 {
 			locate = o.locate
 		}
@@ -248,7 +274,7 @@ func TestBooksAgainstModel(t *testing.T) {
 		levels := map[[3]uint64]Level{}
 		for r, m := range model {
 			got, ok := b.Order(r)
-			if !ok || got.Locate != m.locate || got.Side != m.side || got.Shares != m.shares || got.Price != m.price {
+			if !ok || got.Ref != r || got.Locate != m.locate || got.Side != m.side || got.Shares != m.shares || got.Price != m.price {
 				t.Fatalf("step %d: order %d = %+v %v, model %+v", step, r, got, ok, m)
 			}
 			k := [3]uint64{uint64(m.locate), uint64(m.side), uint64(m.price)}
@@ -257,7 +283,7 @@ func TestBooksAgainstModel(t *testing.T) {
 			levels[k] = l
 		}
 		n := 0
-		for locate := range uint16(3) {
+		for _, locate := range locates {
 			for _, side := range []byte("BS") {
 				ls := b.Levels(locate, side, nil)
 				for i, l := range ls {

@@ -243,10 +243,10 @@ func (a *readAhead) bytes(k int) []byte {
 }
 
 // tableLines is how many cache lines of the order table the look-ahead
-// prefetches from an event's home slot on: the slot itself, which may
-// straddle two lines, the slots a lookup may probe past it, and those a
-// delete may shift back.
-const tableLines = 3
+// prefetches from an event's home slot on: the slot's own, and the next,
+// which holds the slots a lookup may probe past it and those a delete may
+// shift back (a line holds four slots).
+const tableLines = 2
 
 // topLines is how many cache lines of a side's best levels the look-ahead
 // prefetches.

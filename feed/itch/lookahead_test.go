@@ -225,18 +225,18 @@ func normalizedOnly(m feed.Msg) feed.Msg {
 }
 
 // TestPrefetchConstants: touchEvent's assembly is straight-line code for
-// three table lines and four lines a side, and scales indexes by the sizes
-// of an Order (24), a Level (16), a book (48) and an instrument (40):
+// two table lines and four lines a side, and scales indexes by the sizes
+// of a slot (16), a Level (16), a book (48) and an instrument (40):
 // changing any of them means changing it too.
 func TestPrefetchConstants(t *testing.T) {
-	if tableLines != 3 || topLines != 4 {
-		t.Fatalf("tableLines %d, topLines %d: touch_amd64.h prefetches 3 and 4", tableLines, topLines)
+	if tableLines != 2 || topLines != 4 {
+		t.Fatalf("tableLines %d, topLines %d: touch_amd64.h prefetches 2 and 4", tableLines, topLines)
 	}
 	sizes := []struct {
 		name      string
 		got, want uintptr
 	}{
-		{"Order", unsafe.Sizeof(Order{}), 24},
+		{"slot", unsafe.Sizeof(slot{}), 16},
 		{"Level", unsafe.Sizeof(Level{}), 16},
 		{"book", unsafe.Sizeof(book{}), 48},
 		{"instrument", unsafe.Sizeof(instrument{}), 40},

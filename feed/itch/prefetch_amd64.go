@@ -16,8 +16,8 @@ package itch
 // lines that end each side of the stock's book the event may change (an
 // add's own side; both for an event whose side is its order's). Either
 // message may be missing (n or m 0). It reads the Source's fields at their
-// offsets (go_asm.h), and is written for tableLines 3, topLines 4 and the
-// sizes of Order, Level, book and instrument that TestPrefetchConstants
+// offsets (go_asm.h), and is written for tableLines 2, topLines 4 and the
+// sizes of slot, Level, book and instrument that TestPrefetchConstants
 // checks.
 //
 //go:noescape

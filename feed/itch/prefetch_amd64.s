@@ -3,7 +3,7 @@
 
 // HOME puts the address of the home slot (Books.home) of the reference
 // at off in the message into dst: ((ref>>run)*φ>>shift + ref&runMask) &
-// mask, times Order__size (24), plus the table's start.
+// mask, times slot__size (16), plus the table's start.
 #define HOME(off, dst) \
 	MOVQ	off(SI), AX; \
 	BSWAPQ	AX; \
@@ -17,9 +17,9 @@
 	ANDQ	Books_runMask(BX), AX; \
 	ADDQ	AX, R9; \
 	ANDQ	Books_mask(BX), R9; \
-	LEAQ	(R9)(R9*2), R9; \
+	SHLQ	$4, R9; \
 	MOVQ	Books_slots(BX), dst; \
-	LEAQ	(dst)(R9*8), dst
+	ADDQ	R9, dst
 
 // ORDEREVENT jumps to skip unless the message at SI, of CX bytes, is an
 // order event (touchKinds) of its type's length; it leaves its kind in

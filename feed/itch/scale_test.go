@@ -113,7 +113,7 @@ func warmSource(t testing.TB, cfg itchgen.Config, capacity, chunk int, extra uin
 func BenchmarkNormalizeScale(b *testing.B) { benchScale(b, DefaultOrderCapacity) }
 
 // BenchmarkNormalizeScaleTable2M is BenchmarkNormalizeScale with an order
-// table of twice the capacity (2,097,152; 96 MB instead of 48 MB): the
+// table of twice the capacity (2,097,152; 64 MB instead of 32 MB): the
 // cost of a table larger than the population needs.
 func BenchmarkNormalizeScaleTable2M(b *testing.B) { benchScale(b, 2*DefaultOrderCapacity) }
 

@@ -50,13 +50,11 @@ noinst:
 	HOME(11, R8)
 	FETCH(0(R8))
 	FETCH(64(R8))
-	FETCH(128(R8))
 	CMPQ	DX, $4
 	JNE	noreplace
 	HOME(19, R14)
 	FETCH(0(R14))
 	FETCH(64(R14))
-	FETCH(128(R14))
 noreplace:
 
 	// The book's sides: an add's own, or both for an event whose side is
