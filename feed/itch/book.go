@@ -64,9 +64,9 @@ type slot struct {
 // A slot's key holds the order's reference in its top bits, above its
 // stock locate (16 bits), its side (1 for the asks) and a 1 that only an
 // empty slot lacks. A reference of wideRef or more does not fit: such
-// orders are kept in Books.wide instead. ITCH numbers orders from 1 each
-// day (a full day adds about 300 million, below 2^29), so real feeds
-// never reach it.
+// orders are kept in Books.wide instead. ITCH numbers each day's orders
+// upwards from a small number, and a day adds some hundreds of millions,
+// so real feeds stay far below wideRef (2^46, about 7 × 10^13).
 const (
 	keyRefShift = 18
 	wideRef     = 1 << (64 - keyRefShift)
@@ -217,16 +217,16 @@ func (b *Books) home(ref uint64) uint64 {
 
 // find returns the slot of ref (below wideRef), or -1.
 func (b *Books) find(ref uint64) int {
-	i, live := b.slot(ref)
+	i, live := b.probe(ref)
 	if !live {
 		return -1
 	}
 	return int(i)
 }
 
-// slot returns the slot of ref (below wideRef) and true, or the empty slot
-// that ends its probe run and false: where an insert puts it.
-func (b *Books) slot(ref uint64) (i uint64, live bool) {
+// probe returns the slot of ref (below wideRef) and true, or the empty
+// slot that ends its probe run and false: where an insert puts it.
+func (b *Books) probe(ref uint64) (i uint64, live bool) {
 	for i = b.home(ref); ; i = (i + 1) & b.mask {
 		k := b.slots[i].key
 		if k == 0 {
@@ -441,7 +441,7 @@ func (b *Books) add(locate uint16, ref uint64, side byte, shares, price uint32) 
 		}
 		b.wide[ref] = Order{Ref: ref, Shares: shares, Price: price, Locate: locate, Side: side}
 	} else {
-		i, live := b.slot(ref)
+		i, live := b.probe(ref)
 		if live {
 			return Duplicate, nil
 		}
