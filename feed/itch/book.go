@@ -207,7 +207,7 @@ const (
 // not pile up in one region. In a large table, read ahead, the runs are
 // pairs: longer ones (8, 4) shared more lines but made longer probe runs,
 // which lookups, inserts and the backward shift of deletes walk beyond the
-// three lines the look-ahead prefetches. In a small one, which stays in
+// lines the look-ahead prefetches (tableLines). In a small one, which stays in
 // the caches, runs of 8 are faster (docs/scale.md).
 func (b *Books) home(ref uint64) uint64 {
 	// The shifts are masked to 63 so that they compile to plain shifts

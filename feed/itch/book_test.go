@@ -212,57 +212,77 @@ func booksAgainstModel(t *testing.T, wide bool) {
 		}
 		shares := uint32(1 + rng.IntN(300))
 		px := uint32(100 + rng.IntN(10))
-		var res Result
+		// want is the result the model expects: an event on an order names
+		// it first (Unknown, WrongStock), then its shares (Excess).
+		var res, want Result
+		switch {
+		case !live:
+			want = Unknown
+		case o.locate != locate:
+			want = WrongStock
+		}
+		var got Order
 		op := rng.IntN(5)
-		isAdd := op == 0
 		switch op {
 		case 0:
 			side := byte("BS"[rng.IntN(2)])
 			res = b.Add(locate, ref, side, shares, px)
 			switch {
 			case live:
-				if res != Duplicate {
-					t.Fatalf("step %d: add of live %d: %v", step, ref, res)
-				}
+				want = Duplicate
 			case len(model) >= capacity:
-				if res != Full {
-					t.Fatalf("step %d: add to a full table: %v", step, res)
-				}
+				want = Full
 			default:
+				want = OK
 				model[ref] = mo{locate, side, shares, px}
 			}
 		case 1, 2:
 			if op == 1 {
-				_, res = b.Execute(locate, ref, shares)
+				got, res = b.Execute(locate, ref, shares)
 			} else {
-				_, res = b.Cancel(locate, ref, shares)
+				got, res = b.Cancel(locate, ref, shares)
 			}
-			if live && o.locate == locate {
+			if want == OK {
+				if shares > o.shares {
+					want = Excess
+				}
 				if shares >= o.shares {
 					delete(model, ref)
 				} else {
-					o.shares -= shares
-					model[ref] = o
+					left := o
+					left.shares -= shares
+					model[ref] = left
 				}
 			}
 		case 3:
-			_, res = b.Delete(locate, ref)
-			if live && o.locate == locate {
+			got, res = b.Delete(locate, ref)
+			if want == OK {
 				delete(model, ref)
 			}
 		case 4:
 			nref := refs()
-			_, res = b.Replace(locate, ref, nref, shares, px)
-			if live && o.locate == locate {
+			got, res = b.Replace(locate, ref, nref, shares, px)
+			if want == OK {
 				delete(model, ref)
-				if _, dup := model[nref]; !dup {
+				if _, dup := model[nref]; dup {
+					want = Duplicate
+				} else {
 					model[nref] = mo{locate, o.side, shares, px}
 				}
 			}
 		}
-		if !isAdd {
-			if (res == Unknown) != !live || (res == WrongStock) != (live && o.locate != locate) {
-				t.Fatalf("step %d: result %v for ref %d live %v", step, res, ref, live)
+		if res != want {
+			t.Fatalf("step %d: op %d on ref %d (live %v): result %v, want %v", step, op, ref, live, res, want)
+		}
+		// An event on a live order of its stock returns the order as it
+		// was; one that was refused returns none.
+		if op != 0 {
+			wantOrder := Order{}
+			if res == OK || res == Excess || (op == 4 && res == Duplicate) {
+				wantOrder = Order{Ref: ref, Shares: o.shares, Price: o.price, Locate: o.locate, Side: o.side}
+			}
+			if got != wantOrder {
+				t.Fatalf("step %d: op %d on ref %d returned %+v, want %+v", step, op, ref, got, wantOrder)
 			}
 		}
 		if b.Orders() != len(model) {
