@@ -129,11 +129,7 @@ func bookCount(s *Source, b []byte) int {
 // together), for messages of stocks at and past the ends of the books and
 // the states, and for messages too short for their type.
 func TestTouchLines(t *testing.T) {
-	g, err := itchgen.New(itchgen.Config{Seed: 5, Stocks: 400, Orders: 30_000, Messages: 200_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	day, _ := g.AppendFile(nil, 200_000)
+	day := genDay(t, itchgen.Config{Seed: 5, Stocks: 400, Orders: 30_000, Messages: 200_000})
 	for _, capacity := range []int{0, 40_000} {
 		src, err := NewSource(bytes.NewReader(day), Config{Depth: 10, OrderCapacity: capacity, Clock: func() int64 { return 0 }})
 		if err != nil {

@@ -32,11 +32,7 @@ func (r stableOnly) stableBytes() int { return r.r.stableBytes() }
 // and as one that does not read ahead; and reports a bad message after
 // them at the same offset.
 func TestLookAheadWithoutCopies(t *testing.T) {
-	g, err := itchgen.New(itchgen.Config{Seed: 3, Stocks: 300, Orders: 20_000, Messages: 300_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	day, _ := g.AppendFile(nil, 300_000)
+	day := genDay(t, itchgen.Config{Seed: 3, Stocks: 300, Orders: 20_000, Messages: 300_000})
 	bad := int64(len(day))
 	day = append(day, 0, 3, byte(TypeAddOrder), 0, 1) // an add of 3 bytes
 	run := func(mode string) ([]feed.Msg, error) {
@@ -108,11 +104,7 @@ func (r *countingReader) Next() ([]byte, int64, error) {
 // overrides Next is not framed in place (its Next would be skipped): the
 // look-ahead calls its Next for every message.
 func TestLookAheadCallsOverriddenNext(t *testing.T) {
-	g, err := itchgen.New(itchgen.Config{Seed: 6, Stocks: 50, Orders: 2_000, Messages: 20_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	day, _ := g.AppendFile(nil, 20_000)
+	day := genDay(t, itchgen.Config{Seed: 6, Stocks: 50, Orders: 2_000, Messages: 20_000})
 	r := &countingReader{Reader: NewReader(bytes.NewReader(day))}
 	src, err := NewMessageSource(r, Config{Depth: 10, Clock: func() int64 { return 0 }})
 	if err != nil {
@@ -134,11 +126,7 @@ func TestLookAheadCallsOverriddenNext(t *testing.T) {
 // framed in place, stops the reading ahead until it is handled, and the
 // day normalizes as it does without the look-ahead.
 func TestLookAheadLongMessage(t *testing.T) {
-	g, err := itchgen.New(itchgen.Config{Seed: 7, Stocks: 100, Orders: 5_000, Messages: 40_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	day, _ := g.AppendFile(nil, 40_000)
+	day := genDay(t, itchgen.Config{Seed: 7, Stocks: 100, Orders: 5_000, Messages: 40_000})
 	msgs := readAll(t, bytes.NewReader(day))
 	long := make([]byte, 2*aheadSlot)
 	long[0] = 'z'
@@ -253,11 +241,7 @@ func TestPrefetchConstants(t *testing.T) {
 // levels (many stocks), and normalizes exactly as one that never does.
 func TestLookAheadWhenBooksGrow(t *testing.T) {
 	const stocks, n = 2500, 200_000
-	g, err := itchgen.New(itchgen.Config{Seed: 4, Stocks: stocks, Orders: 20_000, Messages: n})
-	if err != nil {
-		t.Fatal(err)
-	}
-	day, _ := g.AppendFile(nil, n)
+	day := genDay(t, itchgen.Config{Seed: 4, Stocks: stocks, Orders: 20_000, Messages: n})
 	run := func(never bool) ([]feed.Msg, *Source) {
 		src, err := NewSource(bytes.NewReader(day), Config{OrderCapacity: 40_000, Depth: 10, Clock: func() int64 { return 7 }})
 		if err != nil {
@@ -366,11 +350,7 @@ func TestLookAheadDoesNotWait(t *testing.T) {
 // Read framed in place, with copies, and as a live feed arriving in
 // bursts.
 func TestLookAheadTouchesEveryEvent(t *testing.T) {
-	g, err := itchgen.New(itchgen.Config{Seed: 4, Stocks: 200, Orders: 5_000, Messages: 60_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	day, _ := g.AppendFile(nil, 60_000)
+	day := genDay(t, itchgen.Config{Seed: 4, Stocks: 200, Orders: 5_000, Messages: 60_000})
 	all := readAll(t, bytes.NewReader(day))
 	defer func() { traceTouch = nil }()
 	for _, mode := range []string{"framed", "copy", "live"} {

@@ -32,6 +32,17 @@ func newGenReader(t testing.TB, cfg itchgen.Config, chunk int) *genReader {
 	return r
 }
 
+// genDay returns the whole generated day of cfg (cfg.Messages messages)
+// in NASDAQ's file format.
+func genDay(t testing.TB, cfg itchgen.Config) []byte {
+	g, err := itchgen.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	day, _ := g.AppendFile(nil, int(cfg.Messages))
+	return day
+}
+
 // refill generates the next chunk; false at the end of the day.
 func (r *genReader) refill() bool {
 	if r.pause != nil {
