@@ -176,12 +176,15 @@ func NewBooks(capacity int) *Books {
 	slots := make([]slot, n)
 	adviseHuge(slots)
 	run := uint8(refRunSmall)
-	if uintptr(n)*unsafe.Sizeof(slot{}) >= lookAheadTable {
+	if tableBytes(n) >= lookAheadTable {
 		run = refRunLarge
 	}
 	return &Books{slots: slots, mask: uint64(n - 1), shift: uint8(64 - bits.TrailingZeros(uint(n))), run: run, runMask: 1<<run - 1,
 		capacity: capacity, levels: newLevelArena(levelArenaSize(capacity))}
 }
+
+// tableBytes is the size of an order table of n slots.
+func tableBytes(n int) uintptr { return uintptr(n) * unsafe.Sizeof(slot{}) }
 
 // Capacity returns the most live orders the table holds.
 func (b *Books) Capacity() int { return b.capacity }

@@ -233,7 +233,7 @@ func NewMessageSource(r MessageReader, cfg Config) (*Source, error) {
 		books:  NewBooks(cfg.OrderCapacity),
 		midDay: cfg.Start == StartMidDay,
 	}
-	s.ahead.on = uintptr(len(s.books.slots))*unsafe.Sizeof(slot{}) >= lookAheadTable
+	s.ahead.on = tableBytes(len(s.books.slots)) >= lookAheadTable
 	s.ahead.grow = !s.ahead.on
 	if sr, ok := r.(stableReader); ok && sr.stableBytes() >= aheadSpan {
 		s.ahead.stable = true
