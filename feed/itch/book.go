@@ -300,19 +300,26 @@ func levelArenaSize(capacity int) int {
 func levelIndex(side []Level, price uint32, bid bool) (int, bool) {
 	lo, hi := 0, len(side)
 	if hi >= topScan {
-		// Keys that rank ascending on both sides: an ask's price
-		// inverted. A key above q borrows from q minus it: the count
-		// of better levels is a sum of borrows.
-		var flip uint32
-		if !bid {
-			flip = ^uint32(0)
+		// How many of the best topScan levels rank before price, as a
+		// sum of sign bits (p-x is negative when p is below x). An
+		// ask ranks before price when it is below price; a bid when
+		// it is above price, that is when it is not below price+1, so
+		// for the bids the sum counts the others and is turned round
+		// (^n + topScan + 1 is topScan-n). No difference overflows 64
+		// bits. one, 1 for the bids, is chosen without a branch: the
+		// side is as random as the feed.
+		var one int64
+		if bid {
+			one = 1
 		}
-		t, q := (*[topScan]Level)(side[hi-topScan:]), uint64(price^flip)
-		c := int((q-uint64(t[0].Price^flip))>>63 + (q-uint64(t[1].Price^flip))>>63 +
-			(q-uint64(t[2].Price^flip))>>63 + (q-uint64(t[3].Price^flip))>>63 +
-			(q-uint64(t[4].Price^flip))>>63 + (q-uint64(t[5].Price^flip))>>63 +
-			(q-uint64(t[6].Price^flip))>>63 + (q-uint64(t[7].Price^flip))>>63)
-		if c < topScan {
+		x := int64(price) + one
+		t := (*[topScan]Level)(side[hi-topScan:])
+		n := uint64(int64(t[0].Price)-x)>>63 + uint64(int64(t[1].Price)-x)>>63 +
+			uint64(int64(t[2].Price)-x)>>63 + uint64(int64(t[3].Price)-x)>>63 +
+			uint64(int64(t[4].Price)-x)>>63 + uint64(int64(t[5].Price)-x)>>63 +
+			uint64(int64(t[6].Price)-x)>>63 + uint64(int64(t[7].Price)-x)>>63
+		m := uint64(-one)
+		if c := int((n ^ m) + (topScan+1)&m); c < topScan {
 			// side[i-1] is the best level not better than price:
 			// price's own, or the one it goes above.
 			i := hi - c
