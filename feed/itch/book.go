@@ -536,8 +536,8 @@ func (b *Books) Execute(locate uint16, ref uint64, shares uint32) (Order, Result
 	return o, res
 }
 
-// executeWide is Execute for a reference of wideRef or more.
-func (b *Books) executeWide(locate uint16, ref uint64, shares uint32) (Order, Result) {
+// lookupWide finds ref (wideRef or more) for an event of stock locate.
+func (b *Books) lookupWide(locate uint16, ref uint64) (Order, Result) {
 	o, live := b.wide[ref]
 	if !live {
 		return Order{}, Unknown
@@ -545,10 +545,24 @@ func (b *Books) executeWide(locate uint16, ref uint64, shares uint32) (Order, Re
 	if o.Locate != locate {
 		return Order{}, WrongStock
 	}
+	return o, OK
+}
+
+// removeWide removes the live order ref (wideRef or more).
+func (b *Books) removeWide(ref uint64) {
+	delete(b.wide, ref)
+	b.live--
+}
+
+// executeWide is Execute for a reference of wideRef or more.
+func (b *Books) executeWide(locate uint16, ref uint64, shares uint32) (Order, Result) {
+	o, res := b.lookupWide(locate, ref)
+	if res != OK {
+		return Order{}, res
+	}
 	gone, res := b.reduce(&o, shares)
 	if gone {
-		delete(b.wide, ref)
-		b.live--
+		b.removeWide(ref)
 	} else {
 		left := o
 		left.Shares -= shares
@@ -580,16 +594,12 @@ func (b *Books) delete(locate uint16, ref uint64) (side byte, shares uint32, res
 	b.last = levelEvent{}
 	var price uint32
 	if ref >= wideRef {
-		o, live := b.wide[ref]
-		if !live {
-			return 0, 0, Unknown, nil
-		}
-		if o.Locate != locate {
-			return 0, 0, WrongStock, nil
+		o, r := b.lookupWide(locate, ref)
+		if r != OK {
+			return 0, 0, r, nil
 		}
 		side, shares, price = o.Side, o.Shares, o.Price
-		delete(b.wide, ref)
-		b.live--
+		b.removeWide(ref)
 	} else {
 		i := b.find(ref)
 		if i < 0 {
