@@ -347,6 +347,31 @@ func TestBooksNoAllocs(t *testing.T) {
 	})
 }
 
+// TestBooksBadSide: an add is refused, changing nothing, for every side
+// byte but 'B' and 'S', and taken for those two (validSide tests without a
+// comparison per side).
+func TestBooksBadSide(t *testing.T) {
+	b := NewBooks(1024)
+	for v := range 256 {
+		side := byte(v)
+		res := b.Add(7, uint64(v), side, 100, 1000)
+		want := BadSide
+		if side == 'B' || side == 'S' {
+			want = OK
+		}
+		if res != want {
+			t.Fatalf("Add with side %q (%#x) = %v, want %v", side, side, res, want)
+		}
+	}
+	if b.Orders() != 2 {
+		t.Fatalf("%d live orders after the adds, want 2 (one a side)", b.Orders())
+	}
+	top := b.Top(7)
+	if !top.HasBid || !top.HasAsk || top.BidSize != 100 || top.AskSize != 100 {
+		t.Fatalf("top %+v, want 100 shares on each side", top)
+	}
+}
+
 // TestLevelIndex: levelIndex finds every price of sides of every length
 // up to 40 (bids ascending, asks descending, as the books keep them), and
 // for every absent price the index where it belongs.

@@ -47,7 +47,7 @@ func touchReference(s *Source, b []byte) map[uintptr]bool {
 	if locate >= len(bk.books) {
 		return lines
 	}
-	sides := [][]Level{bk.books[locate].bids, bk.books[locate].asks}
+	sides := bk.books[locate].sides[:]
 	if k == touchAdd {
 		if b[19] == 'B' {
 			sides = sides[:1]

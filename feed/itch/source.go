@@ -979,17 +979,11 @@ func (s *Source) quoteSide(in *instrument, lv []Level, locate uint16, side byte,
 		best = lv[n-1]
 	}
 	t := &in.last
-	if side == 'B' {
-		if t.HasBid == (n > 0) && t.BidPrice == best.Price && t.BidSize == best.Shares {
-			return
-		}
-		t.HasBid, t.BidPrice, t.BidSize = n > 0, best.Price, best.Shares
-	} else {
-		if t.HasAsk == (n > 0) && t.AskPrice == best.Price && t.AskSize == best.Shares {
-			return
-		}
-		t.HasAsk, t.AskPrice, t.AskSize = n > 0, best.Price, best.Shares
+	has, price, size := t.sideOf(sideIndex(side))
+	if *has == (n > 0) && *price == best.Price && *size == best.Shares {
+		return
 	}
+	*has, *price, *size = n > 0, best.Price, best.Shares
 	s.pushQuote(locate, ns, t)
 }
 

@@ -74,10 +74,10 @@ noreplace:
 	MOVBQZX	CX, CX
 	ANDQ	R9, CX // an add to the bids: no asks
 	SUBQ	CX, R9 // an add to the asks: no bids
-	MOVQ	book_bids(R10), R12
-	MOVQ	book_bids+8(R10), R13
-	MOVQ	book_asks(R10), R14
-	MOVQ	book_asks+8(R10), R11
+	MOVQ	book_sides(R10), R12
+	MOVQ	book_sides+8(R10), R13
+	MOVQ	book_sides+24(R10), R14
+	MOVQ	book_sides+32(R10), R11
 	XORL	AX, AX
 	TESTQ	R9, R9
 	CMOVQNE	AX, R13
