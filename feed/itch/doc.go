@@ -71,7 +71,8 @@
 // Instrument ids are ITCH stock locates. ExchangeNs is ITCH's timestamp as
 // it is: nanoseconds since midnight (US Eastern) of the trading day, not a
 // Unix time. Prices are Price(4) as they are, with PriceScale 4 in every
-// definition. RecvNs is Config.Clock when the ITCH message was read.
+// definition. RecvNs is Config.Clock when the ITCH message was read, or,
+// from a live feed, when the message arrived (NewMessageSource).
 //
 //	R  stock directory      definition: symbol, price scale 4, market
 //	                        category, round lot

@@ -55,11 +55,12 @@ const aheadSlot = 64
 // buffer instead of b, and nothing is read past it until it has been
 // handled.
 type ahead struct {
-	p   []byte
-	b   [aheadSlot]byte
-	n   int
-	big bool
-	off int64
+	p    []byte
+	b    [aheadSlot]byte
+	n    int
+	big  bool
+	off  int64
+	recv int64 // when it arrived, from a timedReader
 }
 
 // stableReader is a MessageReader whose messages keep their bytes, after
@@ -129,7 +130,11 @@ func (s *Source) next() ([]byte, int64, error) {
 	a := &s.ahead
 	if !a.on {
 		if !a.grow || s.books.levels.used < lookAheadLevels {
-			return s.rd.Next()
+			b, off, err := s.rd.Next()
+			if s.timed != nil {
+				s.recvNs = s.timed.RecvNs()
+			}
+			return b, off, err
 		}
 		a.on, a.grow = true, false
 	}
@@ -144,6 +149,9 @@ func (s *Source) next() ([]byte, int64, error) {
 		}
 		slot := &a.ring[(a.head+a.size)&(lookAhead-1)]
 		slot.n, slot.off, slot.big = len(b), off, len(b) > aheadSlot
+		if s.timed != nil {
+			slot.recv = s.timed.RecvNs()
+		}
 		switch {
 		case a.stable:
 			slot.p = b
@@ -182,6 +190,9 @@ func (s *Source) next() ([]byte, int64, error) {
 	a.touched = max(a.touched-1, 0)
 	if slot.big {
 		a.bigHeld = false
+	}
+	if s.timed != nil {
+		s.recvNs = slot.recv
 	}
 	return b, slot.off, nil
 }

@@ -54,7 +54,8 @@ type Config struct {
 	// package documentation and docs/wire-format.md). 0 publishes none.
 	Depth int
 	// Clock stamps each normalized message's RecvNs (nil: the wall clock,
-	// in Unix ns, read as feed.NewWallClock does).
+	// in Unix ns, read as feed.NewWallClock does), but for a MessageReader
+	// that tells when each message arrived (see NewMessageSource).
 	Clock func() int64
 }
 
@@ -158,6 +159,7 @@ func (s *Source) instrument(locate uint16) *instrument {
 type Source struct {
 	cfg    Config
 	rd     MessageReader
+	timed  timedReader // rd, if it tells when each message arrived
 	books  *Books
 	inst   []instrument // by stock locate, grown to the highest seen
 	midDay bool
@@ -220,8 +222,20 @@ type MessageReader interface {
 	Offset() int64
 }
 
+// timedReader is a MessageReader that tells when the message its Next
+// returned last arrived (Unix ns): a live feed (feed/upstream's Feed), whose
+// messages come in datagrams stamped as they are taken from the socket.
+type timedReader interface {
+	RecvNs() int64
+}
+
 // NewMessageSource returns a Source normalizing the messages r yields, the
-// same way NewSource normalizes a file's.
+// same way NewSource normalizes a file's. If r has a method RecvNs() int64
+// that returns when the message its Next returned last arrived, in Unix
+// ns (a live feed does), each ITCH message's normalized messages carry
+// that time as their RecvNs, instead of Config.Clock's when the Source
+// read the message; the time a message waited before it was normalized
+// then counts in the latency downstream.
 func NewMessageSource(r MessageReader, cfg Config) (*Source, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -239,11 +253,12 @@ func NewMessageSource(r MessageReader, cfg Config) (*Source, error) {
 		s.ahead.stable = true
 	}
 	s.ahead.pending, _ = r.(pendingReader)
+	s.timed, _ = r.(timedReader)
 	switch fr := r.(type) {
 	case *Reader:
 		s.ahead.frames, s.ahead.base = fr, &noBase
 	case framedReader:
-		if s.ahead.stable && s.ahead.pending == nil {
+		if s.ahead.stable && s.ahead.pending == nil && s.timed == nil {
 			s.ahead.frames, s.ahead.base = fr.framed()
 		}
 	}
@@ -341,7 +356,9 @@ func (s *Source) Next(m *feed.Msg) error {
 		// The first message handle makes goes straight to m; the rest
 		// queue.
 		s.direct = m
-		s.recvNs = s.cfg.Clock() // here, not in handle: a call there would spill its registers
+		if s.timed == nil { // next set it from the reader's
+			s.recvNs = s.cfg.Clock() // here, not in handle: a call there would spill its registers
+		}
 		if err := s.handle(b, off); err != nil {
 			s.err = err
 		}

@@ -105,6 +105,7 @@ func (e *GiveUpError) Error() string {
 type item struct {
 	end  int    // end of the message in buf
 	seq  uint64 // its sequence
+	recv int64  // when it arrived (Release's recvNs)
 	lost bool   // a loss marker, not a message
 }
 
@@ -126,6 +127,7 @@ type Feed struct {
 	items []item
 	pos   int
 	seq   uint64 // sequence of the last message Next returned
+	recv  int64  // when that message arrived
 	err   error  // sticky end
 	one   [][]byte
 
@@ -271,9 +273,18 @@ func (f *Feed) Next() ([]byte, int64, error) {
 	if f.pos > 1 {
 		start = f.items[f.pos-2].end
 	}
-	f.seq = it.seq
+	f.seq, f.recv = it.seq, it.recv
 	return f.buf[start:it.end:it.end], int64(it.seq), nil
 }
+
+// RecvNs returns when the message Next returned last arrived, in Unix ns:
+// when a line's receive loop took from the socket the datagram that
+// carried it (the first of its copies on lines A and B), or, for a message
+// recovered upstream, when the re-request server's answer was taken. A
+// Source (itch.NewMessageSource) stamps what it normalizes from the
+// message with this time instead of reading its clock, so that the time
+// a message waited in the feed handler counts in the latency downstream.
+func (f *Feed) RecvNs() int64 { return f.recv }
 
 // Pending reports whether Next returns at once: a message or a loss was
 // released and not yet returned, or the stream has ended. Otherwise Next
@@ -399,9 +410,9 @@ func (f *Feed) answer(b []byte) {
 }
 
 // Release implements seqgap.Output: it queues a copy of message seq.
-func (f *Feed) Release(seq uint64, msg []byte, _ int, _ int64) {
+func (f *Feed) Release(seq uint64, msg []byte, _ int, recvNs int64) {
 	f.buf = append(f.buf, msg...)
-	f.items = append(f.items, item{end: len(f.buf), seq: seq})
+	f.items = append(f.items, item{end: len(f.buf), seq: seq, recv: recvNs})
 }
 
 // markLost queues a loss marker, one for losses with no message between.

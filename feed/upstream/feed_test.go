@@ -102,7 +102,7 @@ func (x *exchange) sent() []mold.Request {
 
 // openTest opens a feed on a group nobody sends to: the test hands it its
 // packets with Feed.packet.
-func openTest(t *testing.T, cfg Config) *Feed {
+func openTest(t testing.TB, cfg Config) *Feed {
 	t.Helper()
 	cfg.A = netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 79, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), uint16(20000+rand.IntN(20000)))
 	f, err := Open(cfg)
@@ -374,5 +374,62 @@ func TestPending(t *testing.T) {
 	f.err = io.EOF
 	if !f.Pending() {
 		t.Fatal("the end of the stream is not pending")
+	}
+}
+
+// TestRecvNs: RecvNs is when the datagram that carried the message Next
+// returned arrived: the first of its copies on lines A and B, a message
+// held behind a gap its own datagram's time, and a message recovered
+// upstream the time its answer was taken.
+func TestRecvNs(t *testing.T) {
+	x := newExchange(t, 30, 100, nil)
+	f := openTest(t, Config{Rerequest: x.addr(), IdleWait: 5 * time.Millisecond})
+	start := time.Now().UnixNano()
+	steps := []func(){
+		func() { f.packet(0, packet(t, 1, 5), 1000); f.packet(1, packet(t, 1, 5), 1100) },
+		func() { f.packet(1, packet(t, 6, 10), 2000); f.packet(0, packet(t, 6, 10), 2100) },
+		func() { f.packet(0, packet(t, 16, 20), 3000); f.packet(0, packet(t, 11, 15), 3100) },
+		func() { f.packet(1, packet(t, 26, 30), 4000) }, // 21..25 only from the exchange
+		func() { f.packet(0, mold.AppendEndOfSession(nil, testSession, 31), 5000) },
+	}
+	got := map[uint64]int64{}
+	deadline := time.Now().Add(20 * time.Second)
+	for k := 0; ; k++ {
+		if k < len(steps) {
+			steps[k]()
+		}
+		msg, off, err := f.Next()
+		if err == io.EOF {
+			break
+		}
+		if err == feed.ErrIdle {
+			if time.Now().After(deadline) {
+				t.Fatalf("no end; got %v", got)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(msg) != string(message(uint64(off))) {
+			t.Fatalf("message %d is %q", off, msg)
+		}
+		got[uint64(off)] = f.RecvNs()
+	}
+	end := time.Now().UnixNano()
+	if len(got) != 30 {
+		t.Fatalf("%d messages, want 30: %v", len(got), got)
+	}
+	for seq := uint64(1); seq <= 30; seq++ {
+		want := map[uint64]int64{0: 1000, 1: 2000, 2: 3100, 3: 3000, 5: 4000}[(seq-1)/5]
+		if (seq-1)/5 == 4 { // recovered: when the answer was taken
+			if got[seq] < start || got[seq] > end {
+				t.Errorf("message %d recovered upstream: RecvNs %d, not between %d and %d", seq, got[seq], start, end)
+			}
+			continue
+		}
+		if got[seq] != want {
+			t.Errorf("message %d: RecvNs %d, want %d", seq, got[seq], want)
+		}
 	}
 }
