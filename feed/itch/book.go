@@ -125,10 +125,11 @@ var (
 )
 
 // sideOf returns the fields of side i of t (sideIndex: 0 the bid, 1 the
-// ask), chosen without a branch.
+// ask), chosen without a branch: i fields on from the bid's.
 func (t *Top) sideOf(i int) (has *bool, price *uint32, size *uint64) {
-	return &(*[2]bool)(unsafe.Pointer(&t.HasBid))[i], &(*[2]uint32)(unsafe.Pointer(&t.BidPrice))[i],
-		&(*[2]uint64)(unsafe.Pointer(&t.BidSize))[i]
+	return (*bool)(unsafe.Add(unsafe.Pointer(&t.HasBid), i)),
+		(*uint32)(unsafe.Add(unsafe.Pointer(&t.BidPrice), i*int(unsafe.Sizeof(uint32(0))))),
+		(*uint64)(unsafe.Add(unsafe.Pointer(&t.BidSize), i*int(unsafe.Sizeof(uint64(0)))))
 }
 
 // levelChange says how a book operation changed a side's levels.
@@ -164,6 +165,13 @@ type book struct {
 const (
 	bidSide = 0
 	askSide = 1
+)
+
+// The look-ahead's assembly (touch_amd64.h) finds the asks 24 bytes after
+// the bids: a slice header's size.
+var (
+	_ [unsafe.Sizeof([]Level(nil)) - 24]struct{}
+	_ [24 - unsafe.Sizeof([]Level(nil))]struct{}
 )
 
 // sideIndex returns the index in book.sides of side 'B' or 'S' (bit 4,
@@ -405,7 +413,8 @@ var _ [0]struct{} = [topScan - 8]struct{}{} // levelIndex's comparisons are writ
 
 // side returns side s ('B' or 'S') of bk and whether it is the bids.
 func (bk *book) side(s byte) (*[]Level, bool) {
-	return &bk.sides[sideIndex(s)], s&0x10 == 0
+	i := sideIndex(s)
+	return &bk.sides[i], i == bidSide
 }
 
 // shortShift is the most levels shiftUp and shiftDown move one by one;
@@ -694,9 +703,9 @@ func (b *Books) Top(locate uint16) Top {
 }
 
 // Levels appends the levels of one side ('B' or 'S') of stock locate to dst,
-// best first, and returns it.
+// best first, and returns it (dst as it is for another side byte).
 func (b *Books) Levels(locate uint16, side byte, dst []Level) []Level {
-	if int(locate) >= len(b.books) {
+	if int(locate) >= len(b.books) || !validSide(side) {
 		return dst
 	}
 	bk := &b.books[locate]

@@ -54,8 +54,9 @@ type Config struct {
 	// package documentation and docs/wire-format.md). 0 publishes none.
 	Depth int
 	// Clock stamps each normalized message's RecvNs (nil: the wall clock,
-	// in Unix ns, read as feed.NewWallClock does), but for a MessageReader
-	// that tells when each message arrived (see NewMessageSource).
+	// in Unix ns, read as feed.NewWallClock does), but for the messages
+	// of a MessageReader that tells when each arrived (see
+	// NewMessageSource).
 	Clock func() int64
 }
 
@@ -222,9 +223,10 @@ type MessageReader interface {
 	Offset() int64
 }
 
-// timedReader is a MessageReader that tells when the message its Next
-// returned last arrived (Unix ns): a live feed (feed/upstream's Feed), whose
-// messages come in datagrams stamped as they are taken from the socket.
+// timedReader is what a MessageReader that also tells when the message its
+// Next returned last arrived (Unix ns) has: a live feed (feed/upstream's
+// Feed), whose messages come in datagrams stamped as they are taken from
+// the socket.
 type timedReader interface {
 	RecvNs() int64
 }
@@ -235,7 +237,8 @@ type timedReader interface {
 // ns (a live feed does), each ITCH message's normalized messages carry
 // that time as their RecvNs, instead of Config.Clock's when the Source
 // read the message; the time a message waited before it was normalized
-// then counts in the latency downstream.
+// then counts in the latency downstream. The statuses of a loss the reader
+// reports (ErrLost) still carry Config.Clock's time, when it was reported.
 func NewMessageSource(r MessageReader, cfg Config) (*Source, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -641,7 +644,7 @@ func (s *Source) bookSide(locate uint16, side byte) ([]Level, bool) {
 // snapshot copies the top Config.Depth levels of side of stock locate
 // into snap, best first, for merge.
 func (s *Source) snapshot(locate uint16, side byte) {
-	if s.cfg.Depth == 0 || (side != 'B' && side != 'S') {
+	if s.cfg.Depth == 0 || !validSide(side) {
 		return
 	}
 	lv, _ := s.bookSide(locate, side)
@@ -669,7 +672,7 @@ func (s *Source) snapshotOrder(locate uint16, ref uint64) {
 // find between the top before and after (TestDepthPerEventMatchesMerge),
 // at O(1) instead of O(Depth), and with no copy of the top kept per stock.
 func (s *Source) depth(locate uint16, side byte, ns int64) {
-	if ev := s.books.last; ev.kind == levelSame || ev.pos >= s.cfg.Depth || (side != 'B' && side != 'S') {
+	if ev := s.books.last; ev.kind == levelSame || ev.pos >= s.cfg.Depth || !validSide(side) {
 		return
 	}
 	if !s.instrument(locate).defined {
@@ -965,7 +968,7 @@ func (s *Source) delta(locate uint16, ns int64, flags feed.Flags, side byte, act
 // other side the look-ahead does not prefetch).
 func (s *Source) quote(locate uint16, side byte, ns int64, full bool) {
 	in := s.instrument(locate)
-	if in.quoted && !full && !s.exhaustive && (side == 'B' || side == 'S') {
+	if in.quoted && !full && !s.exhaustive && validSide(side) {
 		if ev := s.books.last; ev.kind == levelSame || ev.pos > 0 {
 			return
 		}

@@ -280,7 +280,10 @@ func (f *Feed) Next() ([]byte, int64, error) {
 // RecvNs returns when the message Next returned last arrived, in Unix ns:
 // when a line's receive loop took from the socket the datagram that
 // carried it (the first of its copies on lines A and B), or, for a message
-// recovered upstream, when the re-request server's answer was taken. A
+// recovered upstream, when the re-request server's answer was taken from
+// its socket. In stream
+// order it may go back: a message held behind a gap keeps its own
+// datagram's time, earlier than the recovered ones before it. A
 // Source (itch.NewMessageSource) stamps what it normalizes from the
 // message with this time instead of reading its clock, so that the time
 // a message waited in the feed handler counts in the latency downstream.
@@ -343,7 +346,7 @@ func (f *Feed) poll() int {
 	}
 	if f.answers != nil {
 		for s := f.answers.Peek(0); s != nil; s = f.answers.Peek(0) {
-			f.answer(s.Buf[:s.N])
+			f.answer(s.Buf[:s.N], s.RecvNs)
 			f.answers.Release(1)
 			n++
 		}
@@ -388,8 +391,9 @@ func (f *Feed) startFrom(session mold.Session, now int64) {
 	f.Event(&ev)
 }
 
-// answer takes a datagram the re-request server sent.
-func (f *Feed) answer(b []byte) {
+// answer takes a datagram the re-request server sent, received at recvNs:
+// the time its messages carry (RecvNs), and the tracker's now.
+func (f *Feed) answer(b []byte, recvNs int64) {
 	p, err := mold.Parse(b)
 	if err != nil || p.Messages() == 0 {
 		if err == nil {
@@ -402,7 +406,7 @@ func (f *Feed) answer(b []byte) {
 		return
 	}
 	f.stats.Answers++
-	now := f.cfg.Clock()
+	now := recvNs
 	f.req.answered(p, now)
 	f.one[0] = b
 	f.tr.Answer(seqgap.Answer{Outcome: seqgap.AnswerPackets, Session: p.Session, Packets: f.one}, now, f)

@@ -41,7 +41,7 @@ func FuzzDatagrams(f *testing.F) {
 		before := fd.stats
 		_, perr := mold.Parse(b)
 		if answer {
-			fd.answer(b)
+			fd.answer(b, fd.cfg.Clock())
 		} else {
 			fd.packet(1, b, 0)
 		}
