@@ -223,10 +223,10 @@ type MessageReader interface {
 	Offset() int64
 }
 
-// timedReader is what a MessageReader that also tells when the message its
-// Next returned last arrived (Unix ns) has: a live feed (feed/upstream's
-// Feed), whose messages come in datagrams stamped as they are taken from
-// the socket.
+// timedReader is the method of a MessageReader that also tells when the
+// message its Next returned last arrived (Unix ns), as a live feed does
+// (feed/upstream's Feed: its messages come in datagrams stamped as they
+// are taken from the socket).
 type timedReader interface {
 	RecvNs() int64
 }

@@ -281,12 +281,11 @@ func (f *Feed) Next() ([]byte, int64, error) {
 // when a line's receive loop took from the socket the datagram that
 // carried it (the first of its copies on lines A and B), or, for a message
 // recovered upstream, when the re-request server's answer was taken from
-// its socket. In stream
-// order it may go back: a message held behind a gap keeps its own
-// datagram's time, earlier than the recovered ones before it. A
-// Source (itch.NewMessageSource) stamps what it normalizes from the
-// message with this time instead of reading its clock, so that the time
-// a message waited in the feed handler counts in the latency downstream.
+// its socket. In stream order it may go back: a message held behind a gap
+// keeps its own datagram's time, earlier than the recovered ones before
+// it. A Source (itch.NewMessageSource) stamps what it normalizes from the
+// message with this time instead of reading its clock, so that the time a
+// message waited in the feed handler counts in the latency downstream.
 func (f *Feed) RecvNs() int64 { return f.recv }
 
 // Pending reports whether Next returns at once: a message or a loss was
@@ -406,10 +405,9 @@ func (f *Feed) answer(b []byte, recvNs int64) {
 		return
 	}
 	f.stats.Answers++
-	now := recvNs
-	f.req.answered(p, now)
+	f.req.answered(p, recvNs)
 	f.one[0] = b
-	f.tr.Answer(seqgap.Answer{Outcome: seqgap.AnswerPackets, Session: p.Session, Packets: f.one}, now, f)
+	f.tr.Answer(seqgap.Answer{Outcome: seqgap.AnswerPackets, Session: p.Session, Packets: f.one}, recvNs, f)
 	f.one[0] = nil
 }
 
