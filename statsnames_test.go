@@ -22,6 +22,7 @@ func TestTrackerStatsNames(t *testing.T) {
 		"Probes":            "per channel only (ChannelStats.Tracker)",
 		"Implausible":       "per channel only (ChannelStats.Tracker)",
 		"Queries":           "per channel only (ChannelStats.Tracker)",
+		"VettedSessions":    "per channel only (ChannelStats.Tracker)",
 	}
 	sub := reflect.TypeOf(SubscriberStats{})
 	tr := reflect.TypeOf(seqgap.Stats{})

@@ -168,6 +168,11 @@ const (
 	// subscriber follows it only once the followed session ends, goes
 	// silent (seqgap.Config.StaleAfter), or recovery names it.
 	EventCompeting
+	// EventSessionNamed: before the channel's first packet, recovery named
+	// Session as the one the channel publishes. A first packet of that
+	// session is delivered at once; one of another session waits for
+	// recovery's word (seqgap.Config.ConfirmFirst).
+	EventSessionNamed
 )
 
 // eventNames are the names logs and JSON show.
@@ -185,6 +190,7 @@ var eventNames = [...]string{
 	EventInstrumentGap: "instrument-gap",
 	EventSnapshot:      "snapshot",
 	EventCompeting:     "competing",
+	EventSessionNamed:  "session-named",
 }
 
 func (k EventKind) String() string {
@@ -204,6 +210,7 @@ var trackerKinds = [...]EventKind{
 	seqgap.EventStale:         EventStale,
 	seqgap.EventFresh:         EventFresh,
 	seqgap.EventCompeting:     EventCompeting,
+	seqgap.EventSessionNamed:  EventSessionNamed,
 }
 
 // Event is a stream event of one channel.
@@ -258,21 +265,26 @@ type SubscriberStats struct {
 	Duplicates       uint64 // messages dropped as already had
 	Foreign          uint64 // packets of other channels or older sessions
 	Competing        uint64 // packets of a competing session (EventCompeting), dropped
-	Malformed        uint64 // datagrams that failed to parse
-	Sessions         uint64 // sessions started
-	SessionsEnded    uint64 // sessions that ended with end of session
-	SessionsAbrupt   uint64 // sessions replaced without end of session
-	Stale            uint64 // times a channel went stale
-	InstrumentGaps   uint64 // per-instrument sequence skips
-	KernelDrops      uint64 // datagrams the kernel dropped for our sockets
-	RingFull         uint64 // times a receive ring was full
-	Truncated        uint64 // datagrams larger than a slot
-	Snapshots        uint64 // snapshots applied
-	Conflated        uint64 // quotes superseded by a later quote of their instrument (ConflateConfig), not released
-	PacketsA         uint64 // packets received on line A
-	PacketsB         uint64 // ... on line B
-	WinsA            uint64 // packets that brought new messages first on line A
-	WinsB            uint64 // ... on line B
+	// Unvetted counts messages delivered of a session that recovery then
+	// named a competitor: one alone on the group while recovery could not
+	// yet tell (seqgap.Stats.Unvetted). Above zero: see the runbook,
+	// "Competing publishers".
+	Unvetted       uint64
+	Malformed      uint64 // datagrams that failed to parse
+	Sessions       uint64 // sessions started
+	SessionsEnded  uint64 // sessions that ended with end of session
+	SessionsAbrupt uint64 // sessions replaced without end of session
+	Stale          uint64 // times a channel went stale
+	InstrumentGaps uint64 // per-instrument sequence skips
+	KernelDrops    uint64 // datagrams the kernel dropped for our sockets
+	RingFull       uint64 // times a receive ring was full
+	Truncated      uint64 // datagrams larger than a slot
+	Snapshots      uint64 // snapshots applied
+	Conflated      uint64 // quotes superseded by a later quote of their instrument (ConflateConfig), not released
+	PacketsA       uint64 // packets received on line A
+	PacketsB       uint64 // ... on line B
+	WinsA          uint64 // packets that brought new messages first on line A
+	WinsB          uint64 // ... on line B
 }
 
 // Subscriber receives channels of a tickcast feed and releases their
@@ -356,6 +368,10 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 			s.Close()
 			return nil, fmt.Errorf("tickcast: channel %d: %w", ch, err)
 		}
+		// Recovery is asked at once which session the channel publishes,
+		// so the first session met is checked against the answer without
+		// waiting for it (seqgap.Config.ConfirmFirst).
+		tr.Probe(Now())
 		sc := &subChannel{s: s, idx: ch, tracker: tr, filter: newChannelFilter(want)}
 		if cfg.Conflate.On {
 			sc.conf = newConflator(cfg.Conflate, sc.deliver)
@@ -435,6 +451,7 @@ func (s *Subscriber) Stats() SubscriberStats {
 		st.Sessions += ts.Sessions
 		st.SessionsAbrupt += ts.SessionsAbrupt
 		st.Competing += ts.Competing
+		st.Unvetted += ts.Unvetted
 		st.Stale += ts.Stale
 		st.PacketsA += ts.PacketsOnLine[0]
 		st.PacketsB += ts.PacketsOnLine[1]
@@ -734,6 +751,12 @@ func (s *Subscriber) applyRecovered(r *recovery.Result) {
 		if !s.applySnapshot(sc, r) {
 			a.Outcome = seqgap.AnswerRefused
 		}
+		sc.tracker.Answer(a, s.now, sc)
+		return
+	}
+	if a.Outcome == seqgap.AnswerSession {
+		// Which session the channel publishes: control, not recovery of
+		// messages; it counts in no recovery figure.
 		sc.tracker.Answer(a, s.now, sc)
 		return
 	}

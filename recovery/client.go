@@ -1028,8 +1028,10 @@ func (c *Client) fail(k *call, err error) {
 		return
 	}
 	var re *ReplyError
-	if !errors.As(err, &re) || re.Code != CodeNotYet {
-		// "Nothing there yet" answers a probe; it is not a failure.
+	if !k.query && (!errors.As(err, &re) || re.Code != CodeNotYet) {
+		// "Nothing there yet" answers a probe; it is not a failure. Nor
+		// is a session query left unanswered (no session yet, no server
+		// yet): it recovers nothing and is asked again.
 		c.failed.Add(1)
 	}
 	k.res.Err = err

@@ -33,6 +33,8 @@ var update = flag.Bool("update", false, "rewrite the expected output of the scen
 //	retry S1 4 5         the request for 4..5 failed in transit (AnswerRetry)
 //	session S2           recovery names S2 as the channel's session (AnswerSession);
 //	                     "session -" says it could not tell
+//	probe                before any packet, ask which session the channel
+//	                     publishes (Tracker.Probe)
 //	stats                the tracker's counters
 //	----
 //	release 1..3 A       consecutive releases from one line, coalesced
@@ -199,6 +201,8 @@ func (s *scenario) Event(ev *Event) {
 		s.m.cur, s.m.curEnded, s.m.curNs = ev.Session, false, s.now
 	case EventCompeting:
 		str = fmt.Sprintf("competing %s %s", ev.Session, lineName(ev.Line))
+	case EventSessionNamed:
+		str = fmt.Sprintf("session-named %s", ev.Session)
 	case EventSessionEnd, EventSessionAbrupt:
 		str = fmt.Sprintf("%s %s last=%d", ev.Kind, ev.Session, ev.LastSeq)
 		if ev.Kind == EventSessionEnd && ev.Session == s.m.cur {
@@ -331,6 +335,8 @@ func (s *scenario) run(cmd string) {
 			named = s.session(f[1])
 		}
 		s.tr.Answer(Answer{Outcome: AnswerSession, Session: named}, s.now, s)
+	case "probe":
+		s.tr.Probe(s.now)
 	case "tick":
 		d, err := time.ParseDuration(f[1])
 		if err != nil {
@@ -361,6 +367,9 @@ func (s *scenario) run(cmd string) {
 			st.Messages, st.Missing, st.Duplicates, st.DuplicatePackets, st.Reordered, st.Recovered, st.WindowFull, st.WinsPerLine[0], st.WinsPerLine[1], st.Requests))
 		if st.Competing != 0 {
 			s.out[len(s.out)-1] += fmt.Sprintf(" competing=%d", st.Competing)
+		}
+		if st.VettedSessions != 0 || st.Unvetted != 0 {
+			s.out[len(s.out)-1] += fmt.Sprintf(" vetted=%d unvetted=%d", st.VettedSessions, st.Unvetted)
 		}
 	default:
 		s.t.Fatalf("unknown command %q", cmd)

@@ -54,14 +54,23 @@ type Config struct {
 	// Without it nothing is requested: gaps wait LostAfter for late packets
 	// and are then lost, and a late join's prefix is lost at once.
 	Recovery bool
-	// ConfirmFirst, with Recovery, holds the messages of the first session
-	// the tracker meets (in the window, as a late join's wait for its
-	// snapshot) until recovery answers the session query that session
-	// starts, or StaleAfter passes. When the answer names another session,
-	// the one met first was a competing publisher's: its held messages are
-	// dropped, none was delivered, and it is reported as competing
-	// (EventCompeting) while the tracker follows the named one. It costs
-	// the first messages one recovery round trip.
+	// ConfirmFirst, with Recovery, vets the first session the tracker
+	// meets against the one recovery names, without making the session
+	// the channel publishes wait for the control plane. Before any packet
+	// arrives the tracker asks recovery which session the channel
+	// publishes (Probe). A first session that recovery named already is
+	// confirmed and flows at once; so does one met before recovery could
+	// tell (no answer yet, no session yet): the answer, when it comes,
+	// confirms it or replaces it by the one named (a session change,
+	// reported with the replaced session as competing). Only a first
+	// session other than the one recovery named is held (in the window,
+	// as a late join's wait for its snapshot) until recovery answers the
+	// query it starts, or StaleAfter passes: when the answer names another
+	// session, the one met first was a competing publisher's, its held
+	// messages are dropped, none was delivered, and it is reported as
+	// competing (EventCompeting) while the tracker follows the named one.
+	// That wait, one recovery round trip on a control plane known to
+	// answer, is counted (Stats.VettedSessions).
 	ConfirmFirst bool
 	// ReplayJoin makes a session first met further in than the window
 	// reaches an ordinary gap 1..S-1, asked for in ranges as the window
@@ -226,9 +235,12 @@ const (
 	// is the competing one. Reported once for each competing session in a
 	// row; its packets are counted (Stats.Competing) and dropped.
 	EventCompeting
+	// EventSessionNamed: before the channel's first packet, recovery named
+	// Session as the one the channel publishes (see Tracker.Probe).
+	EventSessionNamed
 )
 
-var eventNames = [...]string{"", "session-start", "session-end", "session-abrupt", "gap", "lost", "stale", "fresh", "competing"}
+var eventNames = [...]string{"", "session-start", "session-end", "session-abrupt", "gap", "lost", "stale", "fresh", "competing", "session-named"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && k != 0 {
@@ -301,6 +313,13 @@ type Stats struct {
 	Implausible       uint64 // packets dropped for an impossible sequence (0, or a leap past maxJump)
 	Competing         uint64 // packets of a competing session, dropped (EventCompeting)
 	Queries           uint64 // session queries made (Request.Query)
+	// VettedSessions counts first sessions held for recovery's answer
+	// because recovery had named another one (ConfirmFirst).
+	VettedSessions uint64
+	// Unvetted counts messages released of a session that recovery then
+	// replaced by another one it named: messages of a competing publisher
+	// that was alone on the group while recovery could not yet tell.
+	Unvetted uint64
 }
 
 // maxJump is the largest forward leap of sequence a packet of the current
@@ -357,13 +376,14 @@ type Tracker struct {
 	gapHead   int
 	gapCount  int
 	heldCount int
-	join      join  // a late join's missing prefix, when pending
-	sessNs    int64 // last packet of the current session
-	confirmed bool  // recovery named the current session (AnswerSession)
-	vetting   bool  // ConfirmFirst: the first session waits for the query's answer
-	vetNs     int64 // when vetting started
-	asking    bool  // a session query is out
-	asked     bool  // a query was made for the current session, at askNs
+	join      join         // a late join's missing prefix, when pending
+	sessNs    int64        // last packet of the current session
+	confirmed bool         // recovery named the current session (AnswerSession)
+	vetting   bool         // ConfirmFirst: the first session waits for the query's answer
+	vetNs     int64        // when vetting started
+	known     mold.Session // before the first packet: the session recovery named (Probe)
+	asking    bool         // a session query is out
+	asked     bool         // a query was made for the current session, at askNs
 	askNs     int64
 	rival     mold.Session // the competing session reported last
 	ev        Event        // scratch: events are passed by pointer, never escape
@@ -490,9 +510,18 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 	if !t.started || p.Session != t.session {
 		first := !t.started
 		t.newSession(line, p.Session, nowNs, out)
-		t.query(nowNs) // with recovery, a session is confirmed, not assumed
-		if first && t.cfg.ConfirmFirst && t.cfg.Recovery {
+		switch {
+		case first && t.cfg.ConfirmFirst && t.cfg.Recovery && t.known == p.Session:
+			// Recovery named this session before it arrived.
+			t.confirmed = true
+		case first && t.cfg.ConfirmFirst && t.cfg.Recovery && t.known != (mold.Session{}):
+			// Recovery named another session: this one waits for its
+			// word, one round trip to a control plane that answers.
 			t.vetting, t.vetNs = true, nowNs
+			t.stats.VettedSessions++
+			t.query(nowNs)
+		default:
+			t.query(nowNs) // with recovery, a session is confirmed, not assumed
 		}
 	}
 	t.sessNs = nowNs
@@ -963,12 +992,31 @@ func (t *Tracker) query(nowNs int64) {
 	t.outbox = append(t.outbox, Request{Session: t.session, Query: true})
 }
 
+// Probe asks recovery, before the first packet, which session the
+// channel publishes (ConfirmFirst with Recovery), so that the first
+// session met can be checked against the answer without waiting for it.
+// It does nothing once a session has started, or while a query is out.
+func (t *Tracker) Probe(nowNs int64) {
+	if !t.started && t.cfg.ConfirmFirst {
+		t.query(nowNs)
+	}
+}
+
 // confirm takes recovery's word that session is the channel's (see
 // AnswerSession): the current one is confirmed, or replaced by the one
 // named.
 func (t *Tracker) confirm(session mold.Session, nowNs int64, out Output) {
 	t.asking = false
-	if !t.started || session == (mold.Session{}) {
+	if !t.started {
+		t.known = session // the answer to Probe (zero: no session yet)
+		if session != (mold.Session{}) {
+			ev := t.emit(EventSessionNamed, LineRecovery)
+			ev.Session = session
+			out.Event(ev)
+		}
+		return
+	}
+	if session == (mold.Session{}) {
 		t.endVetting(out)
 		return // recovery could not tell: nothing changes
 	}
@@ -987,8 +1035,22 @@ func (t *Tracker) confirm(session mold.Session, nowNs int64, out Output) {
 		ev.Session = rival
 		out.Event(ev)
 	} else if session != t.session {
+		// The session followed is not the one recovery names. Whatever
+		// it still lacked is lost to the replacement, as for any session
+		// change. One never confirmed that is still sending was a
+		// competing publisher's, met while recovery could not yet tell:
+		// what it delivered is counted and it is reported as competing.
+		replaced, delivered := t.session, t.next-1
+		competitor := !t.confirmed && !t.replaceable(nowNs)
 		t.newSession(LineRecovery, session, nowNs, out)
 		t.sessNs = nowNs
+		if competitor {
+			t.stats.Unvetted += delivered
+			t.rival = replaced
+			ev := t.emit(EventCompeting, LineRecovery)
+			ev.Session = replaced
+			out.Event(ev)
+		}
 	}
 	t.confirmed = true
 	t.endVetting(out)

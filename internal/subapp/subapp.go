@@ -529,6 +529,7 @@ type Summary struct {
 	DuplicatePackets  uint64  `json:"duplicate_packets"`
 	Foreign           uint64  `json:"foreign"`
 	Competing         uint64  `json:"competing"`
+	Unvetted          uint64  `json:"unvetted"`
 	Malformed         uint64  `json:"malformed"`
 	KernelDrops       uint64  `json:"kernel_drops"`
 	RingFull          uint64  `json:"ring_full"`
@@ -642,7 +643,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 		Packets: st.Packets, Gaps: st.Gaps, Missing: st.Missing, Conflated: st.Conflated, Duplicates: st.Duplicates, DuplicatePackets: st.DuplicatePackets,
 		LostRanges: st.LostRanges, Recovered: st.Recovered, Requests: st.Requests, Reordered: st.Reordered, WindowFull: st.WindowFull,
 		InstrumentGaps: st.InstrumentGaps, Stale: st.Stale, PacketsA: st.PacketsA, PacketsB: st.PacketsB,
-		Foreign: st.Foreign, Competing: st.Competing, Malformed: st.Malformed, KernelDrops: st.KernelDrops, RingFull: st.RingFull,
+		Foreign: st.Foreign, Competing: st.Competing, Unvetted: st.Unvetted, Malformed: st.Malformed, KernelDrops: st.KernelDrops, RingFull: st.RingFull,
 		Sessions: st.Sessions, SessionsEnded: st.SessionsEnded, SessionsAbrupt: st.SessionsAbrupt, WinsA: st.WinsA, WinsB: st.WinsB,
 		Verify: a.s.Verify, VerifyOK: a.s.Verify && h.verifyErrs == 0 && h.received > 0, VerifyErrors: h.verifyErrs,
 		ElapsedS: elapsed.Seconds(), MsgsPerS: float64(h.received) / elapsed.Seconds(),
@@ -867,6 +868,8 @@ func (h *handler) Event(ev *tickcast.Event) {
 	case tickcast.EventSnapshot:
 		stream(log.Info()).Uint64("snapshot_seq", ev.LastSeq).Uint64("answers_from", ev.Range.From).
 			Uint64("answers_to", ev.Range.To).Msg("snapshot loaded; stream resumes after it")
+	case tickcast.EventSessionNamed:
+		stream(log.Debug()).Msg("recovery names the channel's session")
 	case tickcast.EventSessionStart:
 		stream(log.Info()).Msg("session start")
 	case tickcast.EventSessionEnd:
