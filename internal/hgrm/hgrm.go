@@ -1,7 +1,9 @@
 // Package hgrm writes latency histograms as .hgrm files: HdrHistogram's
 // percentile distribution text format, which its plotters read. The
 // subscriber's --latency-out and tickbench's receivers and pingers write
-// theirs with it, so every .hgrm file tickcast writes has one layout.
+// theirs with it, so every .hgrm file tickcast writes has one layout. Split
+// divides a run's latencies into its first second and its steady state, the
+// same way for every receiver.
 package hgrm
 
 import (

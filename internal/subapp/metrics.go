@@ -28,6 +28,9 @@ type appMetrics struct {
 	lat     *tickprom.LatencyMetrics
 	hdr     *hdrhistogram.Histogram // send to release, ns; polling goroutine only
 	tickHdr *hdrhistogram.Histogram // feed handler's receipt of the tick to release, ns; polling goroutine only
+	// split is hdr's latencies again, split into the first second and the
+	// steady state by release time (LatencySplit); polling goroutine only.
+	split *hgrm.Split
 	// The stages of the path, each a histogram in ns: in the feed handler
 	// (tick received to send stamp), on the wire and in the kernel up to
 	// the receive call that took the datagram (send stamp to the receive
@@ -56,7 +59,7 @@ func newAppMetrics() *appMetrics {
 	// Three significant digits from 1 ns to a minute: about 200 KB.
 	h := func() *hdrhistogram.Histogram { return hdrhistogram.New(1, hdrMaxNs, 3) }
 	return &appMetrics{lat: tickprom.NewLatencyMetrics(), hdr: h(), tickHdr: h(),
-		stageFH: h(), stageWire: h(), stageRelease: h(), recovery: h()}
+		stageFH: h(), stageWire: h(), stageRelease: h(), recovery: h(), split: hgrm.NewSplit(hdrMaxNs)}
 }
 
 // Released implements tickcast.Observer.
@@ -67,6 +70,7 @@ func (m *appMetrics) Released(ch int, sendNs, recvNs, nowNs int64) {
 		// Clamped into the range, so RecordValue cannot fail (its error
 		// would allocate).
 		m.hdr.RecordValue(min(max(nowNs-sendNs, 1), hdrMaxNs))
+		m.split.Record(nowNs, nowNs-sendNs)
 		if recvNs > 0 {
 			m.stageWire.RecordValue(min(max(recvNs-sendNs, 1), hdrMaxNs))
 		}
@@ -199,6 +203,7 @@ type LatencySummary struct {
 	TickLatencyP99Us  float64 `json:"tick_latency_p99_us"`
 	TickLatencyP999Us float64 `json:"tick_latency_p999_us"`
 	TickLatencyMaxUs  float64 `json:"tick_latency_max_us"`
+	LatencySplit
 }
 
 // StageSummary splits the path of a message into stages, in microseconds
@@ -271,7 +276,8 @@ func (m *appMetrics) summary() LatencySummary {
 	return LatencySummary{LatencyCount: h.TotalCount(), LatencyP50Us: us(h, 50), LatencyP90Us: us(h, 90),
 		LatencyP99Us: us(h, 99), LatencyP999Us: us(h, 99.9), LatencyMaxUs: float64(h.Max()) / 1e3,
 		TickLatencyCount: t.TotalCount(), TickLatencyP50Us: us(t, 50), TickLatencyP90Us: us(t, 90),
-		TickLatencyP99Us: us(t, 99), TickLatencyP999Us: us(t, 99.9), TickLatencyMaxUs: float64(t.Max()) / 1e3}
+		TickLatencyP99Us: us(t, 99), TickLatencyP999Us: us(t, 99.9), TickLatencyMaxUs: float64(t.Max()) / 1e3,
+		LatencySplit: m.latencySplit()}
 }
 
 // writeLatency writes the send-to-release HDR histogram to path (nothing
