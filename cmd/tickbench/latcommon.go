@@ -43,6 +43,10 @@ type latStats struct {
 // newLatHist returns a histogram of ns latencies, three significant digits.
 func newLatHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, latMaxNs, 3) }
 
+// newLatSplit returns the first-second and steady-state histograms of a
+// receiver, of the same range as newLatHist's.
+func newLatSplit() *hgrm.Split { return hgrm.NewSplit(latMaxNs) }
+
 // recordLat records ns clamped into the histogram's range, so RecordValue
 // cannot fail (a negative latency, a clock step, counts as 1 ns).
 func recordLat(h *hdrhistogram.Histogram, ns int64) { _ = h.RecordValue(min(max(ns, 1), latMaxNs)) }

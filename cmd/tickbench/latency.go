@@ -26,6 +26,11 @@ const (
 	peerNATS          = "nats"
 	tickcastPrefix    = "tickcast-"
 	baselinePrefix    = "baseline-"
+	// externalInfix follows the prefix in the name of a tickcast or
+	// baseline peer that runs against a nats-server process of its own
+	// (--nats-url) instead of the feed handler's embedded server:
+	// tickcast-ext-MODE, baseline-ext-MODE.
+	externalInfix = "ext-"
 )
 
 // Receive classes: a tickcast mode is compared with the floor of its class.
@@ -56,7 +61,11 @@ type latSettings struct {
 	fanCount    uint64
 	fanSubs     []int
 	quick       bool
-	baseline    string // git revision whose programs also run, as baseline-MODE peers; empty: none
+	baseline    string   // git revision whose programs also run, as baseline-MODE peers; empty: none
+	deploys     []string // deployEmbedded, deployExternal: the NATS server the tickcast peers use
+	floors      []string // the floor's receive modes: blocking, busy-poll
+	liveSub     bool     // tickcast peers: also a subscriber on the live NATS subjects
+	tail        bool     // the --tail preset
 }
 
 // procCPU is one process's CPU time (user + system, from its rusage).
@@ -79,10 +88,21 @@ type latRun struct {
 	Lost      uint64  `json:"lost"`
 	// Achieved is delivered messages per second from the first send to the
 	// last receipt: below Rate when the sender could not keep the pace.
-	Achieved  float64   `json:"achieved_rate"`
-	Lat       latStats  `json:"latency"`                // send stamp to receipt (floor, NATS) or release (tickcast)
-	Tick      *latStats `json:"tick_latency,omitempty"` // tickcast: feed handler's receipt of the tick to release
-	LateP99Us float64   `json:"send_late_p99_us"`       // how late the sender's sends were against the pacer
+	Achieved float64   `json:"achieved_rate"`
+	Lat      latStats  `json:"latency"`                // send stamp to receipt (floor, NATS) or release (tickcast)
+	Tick     *latStats `json:"tick_latency,omitempty"` // tickcast: feed handler's receipt of the tick to release
+	// First and Steady split Lat by receipt (release) time: the first
+	// second from the first message received, and the rest of the run.
+	// Both nil when the receiver does not report them (an older
+	// subscriber of --baseline).
+	First  *latStats `json:"first_second,omitempty"`
+	Steady *latStats `json:"steady,omitempty"`
+	// Deploy is the NATS server of a tickcast run: embedded (the feed
+	// handler's) or external (a nats-server process).
+	Deploy string `json:"deploy,omitempty"`
+	// Live is the live NATS subscriber's outcome (--live-sub).
+	Live      *liveRun  `json:"live_sub,omitempty"`
+	LateP99Us float64   `json:"send_late_p99_us"` // how late the sender's sends were against the pacer
 	Procs     []procCPU `json:"procs"`
 	Hgrm      string    `json:"hgrm,omitempty"`
 	Err       string    `json:"error,omitempty"`
@@ -94,6 +114,8 @@ type latEnv struct {
 	feedhandler string
 	subscriber  string
 	prefix      string // peer name prefix of the tickcast runs: tickcastPrefix or baselinePrefix
+	external    bool   // tickcast runs: a nats-server process of their own, not the embedded server
+	liveSub     bool   // tickcast runs: a live NATS subscriber too
 	size        int    // payload bytes: tickcast's one-message packet
 	outdir      string
 	timeout     time.Duration
@@ -235,6 +257,7 @@ func runFloorLat(ctx context.Context, env latEnv, mode string, a runArgs) latRun
 		}
 		r.finish(sr.Sent, rr.Received, sr.StartNs, rr.LastNs)
 		r.Lat, r.LateP99Us = rr.latStats, sr.LateP99Us
+		r.First, r.Steady = &rr.First, &rr.Steady
 		r.Procs = []procCPU{cpuOf("send", send, rr.Received), cpuOf("recv", recv, rr.Received)}
 		return nil
 	}()
@@ -302,6 +325,7 @@ func runNATSLat(ctx context.Context, env latEnv, a runArgs) latRun {
 		stopServer(srv)
 		r.finish(sr.Sent, rr.Received, sr.StartNs, rr.LastNs)
 		r.Lat, r.LateP99Us = rr.latStats, sr.LateP99Us
+		r.First, r.Steady = &rr.First, &rr.Steady
 		r.Procs = []procCPU{cpuOf("server", srv, rr.Received), cpuOf("pub", pub, rr.Received), cpuOf("sub", sub, rr.Received)}
 		return nil
 	}()
@@ -325,29 +349,36 @@ type subLatSummary struct {
 	TickP99Us  float64 `json:"tick_latency_p99_us"`
 	TickP999Us float64 `json:"tick_latency_p999_us"`
 	TickMaxUs  float64 `json:"tick_latency_max_us"`
+	subSplit
 }
 
 // tickcastLatArgs returns the subscriber's and the feed handler's
-// arguments for one run on group g.
-func tickcastLatArgs(g, mode string, channels int, rate float64, count uint64, hgrm string) (sub, fh []string) {
+// arguments for one run on group g, with NATS as ns says.
+func tickcastLatArgs(g, mode string, channels int, rate float64, count uint64, hgrm string, ns natsSide) (sub, fh []string) {
 	ch, n := strconv.Itoa(channels), strconv.FormatUint(count, 10)
 	sub = []string{"--group", g, "--iface", "127.0.0.1", "--channels", ch, "--expect", n, "--mode", mode, "--cpu", "-1",
 		"--idle-timeout", subIdleTimeout.String(), "--format", "none", "--log-format", "json", "--log-level", "info"}
-	sub = append(sub, hermeticSubscriberArgs...)
+	sub = append(sub, ns.subArgs()...)
 	if hgrm != "" {
 		sub = append(sub, "--latency-out", hgrm)
 	}
 	fh = []string{"--group", g, "--iface", "127.0.0.1", "--ttl", "0", "--channels", ch, "--count", n, "--rate", fmtRate(rate),
 		"--seed", strconv.Itoa(feedSeed), "--instruments", strconv.Itoa(feedInstruments), "--log-format", "json", "--log-level", "warn"}
-	fh = append(fh, hermeticFeedhandlerArgs...)
+	fh = append(fh, ns.fhArgs()...)
 	return sub, fh
 }
 
 // runTickcastLat runs the real feed handler at the rate and one real
-// subscriber in mode.
+// subscriber in mode, with the feed handler's embedded NATS server or, for
+// env.external, a nats-server process of the run's own; with env.liveSub
+// also a subscriber on the live NATS subjects.
 func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) latRun {
-	peer := env.prefix + mode
-	r := latRun{Round: a.round, Channels: a.channels, Rate: a.rate, Peer: peer, Class: classOf(mode), Hgrm: a.hgrm(env, peer)}
+	peer := tickcastPeer(env.prefix, env.external, mode)
+	r := latRun{Round: a.round, Channels: a.channels, Rate: a.rate, Peer: peer, Class: classOf(mode), Hgrm: a.hgrm(env, peer),
+		Deploy: deployEmbedded}
+	if env.external {
+		r.Deploy = deployExternal
+	}
 	if env.prefix == baselinePrefix {
 		r.Hgrm = "" // an older subscriber may not write histograms
 	}
@@ -356,7 +387,30 @@ func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) lat
 		if err != nil {
 			return err
 		}
-		subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), mode, a.channels, a.rate, a.count, r.Hgrm)
+		var ns natsSide
+		if env.external {
+			srv, url, err := startNATSServer(ctx, env)
+			if err != nil {
+				return err
+			}
+			defer stopServer(srv)
+			ns.url = url
+		} else if env.liveSub {
+			// The live subscriber starts first and connects once the
+			// feed handler's server listens on this port.
+			if ns.listen, err = freeTCPAddr(); err != nil {
+				return err
+			}
+			ns.live = true
+		}
+		var live *proc
+		if env.liveSub {
+			if live, err = startLiveSub(ctx, env, a, ns); err != nil {
+				return err
+			}
+			defer live.kill()
+		}
+		subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), mode, a.channels, a.rate, a.count, r.Hgrm, ns)
 		sub, err := startReady(ctx, "subscriber", env.timeout, []string{env.subscriber}, subArgs, `"message":"subscribed"`, 10*time.Second)
 		if err != nil {
 			return err
@@ -376,11 +430,16 @@ func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) lat
 			r.Achieved = float64(fs.Messages) / fs.ElapsedS
 		}
 		r.Lat = ss.latStats
+		r.First, r.Steady = ss.subSplit.stats()
 		if ss.TickCount > 0 {
 			r.Tick = &latStats{Count: ss.TickCount, P50Us: ss.TickP50Us, P90Us: ss.TickP90Us, P99Us: ss.TickP99Us,
 				P999Us: ss.TickP999Us, MaxUs: ss.TickMaxUs}
 		}
 		r.Procs = []procCPU{cpuOf("feedhandler", fh, ss.Received), cpuOf("subscriber", sub, ss.Received)}
+		if live != nil {
+			r.Live = finishLiveSub(live, fs.Messages)
+			r.Procs = append(r.Procs, cpuOf("live-sub", live, ss.Received))
+		}
 		if fs.Messages != a.count || fs.Interrupted {
 			return fh.failure(fmt.Sprintf("published %d of %d messages (interrupted %v)", fs.Messages, a.count, fs.Interrupted))
 		}
@@ -423,12 +482,13 @@ func runLatency(ctx context.Context, s latSettings, progress io.Writer) (*latRes
 		}
 		res.Baseline = s.baseline
 	}
-	peers := latPeers(ctx, env, res.Modes, baseEnv, baseModes)
+	peers := latPeers(ctx, s, env, res.Modes, baseEnv, baseModes)
 	for round := 1; round <= s.rounds; round++ {
 		if err := runLatRound(ctx, s, env, peers, round, res, progress); err != nil {
 			return nil, err
 		}
 	}
+	res.Notes = append(res.Notes, splitNotes(res.Runs)...)
 	res.summarize()
 	if s.outdir != "" {
 		plots, err := writePlots(res, s.outdir)
@@ -464,7 +524,8 @@ func setupLatency(ctx context.Context, s latSettings, res *latResult, exe, fhBin
 			return latEnv{}, err
 		}
 	}
-	return latEnv{exe: []string{exe}, feedhandler: fhBin, subscriber: subBin, prefix: tickcastPrefix, size: res.Size, outdir: s.outdir, timeout: s.timeout}, nil
+	return latEnv{exe: []string{exe}, feedhandler: fhBin, subscriber: subBin, prefix: tickcastPrefix, size: res.Size, outdir: s.outdir,
+		timeout: s.timeout, liveSub: s.liveSub}, nil
 }
 
 // setupBaseline builds the feed handler and subscriber at the --baseline
@@ -493,19 +554,27 @@ type latPeer struct {
 	run  func(a runArgs) latRun
 }
 
-// latPeers returns the peers in their first round's order: the two floors
-// (first, as the rate search runs those), tickcast in each mode, the
-// baseline in each of its modes, NATS.
-func latPeers(ctx context.Context, env latEnv, modes []string, baseEnv latEnv, baseModes []string) []latPeer {
+// latPeers returns the peers in their first round's order: the floors
+// (first, as the rate search runs those), tickcast in each mode and
+// deployment, the baseline in each of its modes and each deployment, NATS.
+func latPeers(ctx context.Context, s latSettings, env latEnv, modes []string, baseEnv latEnv, baseModes []string) []latPeer {
 	var peers []latPeer
-	for _, m := range []string{"blocking", "busy-poll"} {
+	for _, m := range s.floors {
 		peers = append(peers, latPeer{"floor " + m, func(a runArgs) latRun { return runFloorLat(ctx, env, m, a) }})
 	}
-	for _, m := range modes {
-		peers = append(peers, latPeer{"tickcast " + m, func(a runArgs) latRun { return runTickcastLat(ctx, env, m, a) }})
+	for _, d := range s.deploys {
+		e := env
+		e.external = d == deployExternal
+		for _, m := range modes {
+			peers = append(peers, latPeer{tickcastPeer(e.prefix, e.external, m), func(a runArgs) latRun { return runTickcastLat(ctx, e, m, a) }})
+		}
 	}
-	for _, m := range baseModes {
-		peers = append(peers, latPeer{"baseline " + m, func(a runArgs) latRun { return runTickcastLat(ctx, baseEnv, m, a) }})
+	for _, d := range s.deploys {
+		e := baseEnv
+		e.external = d == deployExternal
+		for _, m := range baseModes {
+			peers = append(peers, latPeer{tickcastPeer(e.prefix, e.external, m), func(a runArgs) latRun { return runTickcastLat(ctx, e, m, a) }})
+		}
 	}
 	return append(peers, latPeer{"nats", func(a runArgs) latRun { return runNATSLat(ctx, env, a) }})
 }
@@ -518,7 +587,7 @@ func runLatRound(ctx context.Context, s latSettings, env latEnv, peers []latPeer
 			return err
 		}
 		if len(s.searchRates) > 0 {
-			if err := runRateSearch(ctx, s, peers[:2], round, ch, res, progress); err != nil {
+			if err := runRateSearch(ctx, s, peers[:len(s.floors)], round, ch, res, progress); err != nil {
 				return err
 			}
 		}

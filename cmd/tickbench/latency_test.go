@@ -148,15 +148,19 @@ func TestParseLists(t *testing.T) {
 	}
 }
 
-// fakeRun is a latency run for the summary tests.
+// fakeRun is a latency run for the summary tests: its first second (40
+// messages) has twice the p50 and four times the tail of its steady state
+// (60 messages), which has the whole run's figures.
 func fakeRun(round int, rate float64, peer string, p50, p99 float64) latRun {
 	class := classBlocking
 	if strings.Contains(peer, "busy") || strings.Contains(peer, "spin") {
 		class = classBusy
 	}
 	return latRun{Round: round, Channels: 1, Rate: rate, Peer: peer, Class: class, Sent: 100, Delivered: 100,
-		Lat:   latStats{Count: 100, P50Us: p50, P90Us: p50, P99Us: p99, P999Us: p99, MaxUs: p99},
-		Procs: []procCPU{{Name: "a", CPUS: 0.001, UsPerMsg: 10}}}
+		Lat:    latStats{Count: 100, P50Us: p50, P90Us: p50, P99Us: p99, P999Us: p99, MaxUs: p99},
+		First:  &latStats{Count: 40, P50Us: 2 * p50, P90Us: 2 * p50, P99Us: 4 * p99, P999Us: 4 * p99, MaxUs: 4 * p99},
+		Steady: &latStats{Count: 60, P50Us: p50, P90Us: p50, P99Us: p99, P999Us: p99, MaxUs: p99},
+		Procs:  []procCPU{{Name: "a", CPUS: 0.001, UsPerMsg: 10}}}
 }
 
 // TestLatencySummary checks the medians, the per-round ratios against the
@@ -275,6 +279,13 @@ func TestQuickCheck(t *testing.T) {
 		"unanswered": func(r *latResult) { r.PingPong[0].Pongs = 9 },
 		"fan-out":    func(r *latResult) { r.Fanout[0].Lost = 3 },
 		"fan-subs":   func(r *latResult) { r.Fanout[0].Received = r.Fanout[0].Received[:1] },
+		"no split":   func(r *latResult) { r.Runs[0].First, r.Runs[0].Steady = nil, nil },
+		"split sum":  func(r *latResult) { r.Runs[0].Steady.Count = 59 },
+		"no steady": func(r *latResult) {
+			r.Runs[0].First.Count, r.Runs[0].Steady.Count = 100, 0
+		},
+		"live failed": func(r *latResult) { r.Runs[0].Live = &liveRun{Err: "live-sub: exited"} },
+		"live empty":  func(r *latResult) { r.Runs[0].Live = &liveRun{} },
 	} {
 		r := clean()
 		spoil(r)

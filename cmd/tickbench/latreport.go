@@ -58,6 +58,10 @@ type latResult struct {
 	Channels    []int     `json:"channels"`
 	Modes       []string  `json:"modes"`
 	Baseline    string    `json:"baseline,omitempty"` // git revision of the baseline-MODE peers
+	Deploys     []string  `json:"deploys"`            // embedded (tickcast-MODE), external (tickcast-ext-MODE)
+	Floors      []string  `json:"floors"`             // the floor's receive modes
+	LiveSub     bool      `json:"live_sub"`           // a live NATS subscriber ran beside each tickcast subscriber
+	Tail        bool      `json:"tail,omitempty"`     // the --tail preset
 	Size        int       `json:"size"`               // payload bytes per datagram / NATS message
 	Notes       []string  `json:"notes,omitempty"`
 
@@ -67,6 +71,7 @@ type latResult struct {
 
 	Summary         []peerSummary `json:"summary"`
 	Ratios          []ratioStat   `json:"ratios"`
+	TailRatios      []tailRatio   `json:"tail_ratios"`
 	Search          []searchStat  `json:"search,omitempty"`
 	PingPongSummary []ppSummary   `json:"pingpong_summary,omitempty"`
 	FanoutSummary   []fanSummary  `json:"fanout_summary,omitempty"`
@@ -75,7 +80,8 @@ type latResult struct {
 
 func newLatResult(s latSettings) *latResult {
 	r := &latResult{Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), Machine: thisMachine(), Command: "go run ./cmd/tickbench " + strings.Join(os.Args[1:], " "),
-		Quick: s.quick, Rates: s.rates, SearchRates: s.searchRates, Rounds: s.rounds, Channels: s.channels}
+		Quick: s.quick, Rates: s.rates, SearchRates: s.searchRates, Rounds: s.rounds, Channels: s.channels,
+		Deploys: s.deploys, Floors: s.floors, LiveSub: s.liveSub, Tail: s.tail}
 	r.Command = strings.TrimSpace(r.Command)
 	return r
 }
@@ -88,25 +94,30 @@ type namedStat struct {
 
 // peerSummary is one peer at one rate and channel count over the rounds.
 type peerSummary struct {
-	Channels  int         `json:"channels"`
-	Rate      float64     `json:"rate"`
-	Probe     bool        `json:"probe,omitempty"`
-	Peer      string      `json:"peer"`
-	Class     string      `json:"class"`
-	Runs      int         `json:"runs"`
-	Failed    int         `json:"failed"`
-	P50       stat        `json:"p50_us"`
-	P90       stat        `json:"p90_us"`
-	P99       stat        `json:"p99_us"`
-	P999      stat        `json:"p999_us"`
-	Max       stat        `json:"max_us"`
-	TickP50   *stat       `json:"tick_p50_us,omitempty"`
-	TickP99   *stat       `json:"tick_p99_us,omitempty"`
-	Sent      stat        `json:"sent"`
-	Delivered stat        `json:"delivered"`
-	Lost      stat        `json:"lost"`
-	Achieved  stat        `json:"achieved_rate"`
-	CPU       []namedStat `json:"cpu_us_per_msg"`
+	Channels int     `json:"channels"`
+	Rate     float64 `json:"rate"`
+	Probe    bool    `json:"probe,omitempty"`
+	Peer     string  `json:"peer"`
+	Class    string  `json:"class"`
+	Runs     int     `json:"runs"`
+	Failed   int     `json:"failed"`
+	P50      stat    `json:"p50_us"`
+	P90      stat    `json:"p90_us"`
+	P99      stat    `json:"p99_us"`
+	P999     stat    `json:"p999_us"`
+	Max      stat    `json:"max_us"`
+	TickP50  *stat   `json:"tick_p50_us,omitempty"`
+	TickP99  *stat   `json:"tick_p99_us,omitempty"`
+	// First and Steady are the first second and the steady state of the
+	// runs that report them (nil when none does: an older subscriber).
+	First     *phaseStat   `json:"first_second,omitempty"`
+	Steady    *phaseStat   `json:"steady,omitempty"`
+	Live      *liveSummary `json:"live_sub,omitempty"`
+	Sent      stat         `json:"sent"`
+	Delivered stat         `json:"delivered"`
+	Lost      stat         `json:"lost"`
+	Achieved  stat         `json:"achieved_rate"`
+	CPU       []namedStat  `json:"cpu_us_per_msg"`
 	// Hgrm is the histogram file of the round whose p50 is the median
 	// one (the lower middle of an even count).
 	Hgrm string `json:"hgrm,omitempty"`
@@ -186,6 +197,7 @@ func (r *latResult) summarize() {
 		r.Summary = append(r.Summary, summarizePeer(k, groups[k]))
 	}
 	r.Ratios = ratios(r.Runs)
+	r.TailRatios = tailRatios(r.Runs)
 	r.Search = search(r.Summary)
 	r.PingPongSummary = summarizePingPong(r.PingPong)
 	r.FanoutSummary = summarizeFanout(r.Fanout)
@@ -212,11 +224,15 @@ func peerOrder(p string) int {
 		return 100
 	}
 	for i, m := range []string{"blocking", "busy-poll", "direct", "direct-spin"} {
-		if p == tickcastPrefix+m {
+		switch p {
+		case tickcastPrefix + m:
 			return 10 + i
-		}
-		if p == baselinePrefix+m {
+		case tickcastPrefix + externalInfix + m:
+			return 15 + i
+		case baselinePrefix + m:
 			return 20 + i
+		case baselinePrefix + externalInfix + m:
+			return 25 + i
 		}
 	}
 	return 50
@@ -254,6 +270,8 @@ func summarizePeer(k peerKey, runs []latRun) peerSummary {
 		t99 := col(func(r latRun) float64 { return tickOr0(r).P99Us })
 		ps.TickP50, ps.TickP99 = &t50, &t99
 	}
+	ps.First, ps.Steady = summarizePhase(ok, phaseFirst), summarizePhase(ok, phaseSteady)
+	ps.Live = summarizeLive(runs)
 	var names []string
 	for _, r := range ok {
 		for _, p := range r.Procs {
@@ -463,8 +481,10 @@ func mapSlice[T, U any](xs []T, f func(T) U) []U {
 }
 
 // quickCheck returns what a --quick run must not have: a failed run, a
-// message sent but not delivered, a ping without its answer, a fan-out
-// subscriber that missed messages, a histogram file that does not parse.
+// message sent but not delivered, a split that does not add up or lacks a
+// steady state, a live subscriber that failed or received nothing, a ping
+// without its answer, a fan-out subscriber that missed messages, a
+// histogram file that does not parse.
 func quickCheck(r *latResult) []string {
 	var bad []string
 	for _, run := range r.Runs {
@@ -476,6 +496,9 @@ func quickCheck(r *latResult) []string {
 			bad = append(bad, fmt.Sprintf("%s: sent %d, delivered %d, lost %d", where, run.Sent, run.Delivered, run.Lost))
 		case run.Lat.Count != int64(run.Delivered):
 			bad = append(bad, fmt.Sprintf("%s: %d latencies recorded for %d messages", where, run.Lat.Count, run.Delivered))
+		}
+		if run.Err == "" {
+			bad = append(bad, splitCheck(run, where)...)
 		}
 		if run.Hgrm != "" && run.Err == "" {
 			if pts, err := readHgrm(run.Hgrm); err != nil {
@@ -551,7 +574,7 @@ type table struct {
 // tables returns the report's tables, shared by the text and the Markdown
 // output.
 func (r *latResult) tables() []table {
-	out := r.latencyTables()
+	out := append(r.latencyTables(), r.tailTables()...)
 	for _, mk := range []func() (table, bool){r.ratioTable, r.searchTable, r.pingPongTable, r.fanoutTable} {
 		if t, ok := mk(); ok {
 			out = append(out, t)
@@ -589,6 +612,13 @@ func (r *latResult) latencyTables() []table {
 					medRange(s.P999, us), medRange(s.Max, us), count(s.Sent.Median), count(s.Delivered.Median), medRange(s.Lost, count), cpuText(s.CPU)})
 				if s.TickP50 != nil {
 					t.rows = append(t.rows, []string{"", "  tick-to-handler", medRange(*s.TickP50, us), "", medRange(*s.TickP99, us), "", "", "", "", "", ""})
+				}
+				if l := s.Live; l != nil {
+					name := "  live NATS subscriber"
+					if l.Failed > 0 {
+						name += fmt.Sprintf(" (%d of %d failed)", l.Failed, l.Runs)
+					}
+					t.rows = append(t.rows, []string{"", name, medRange(l.P50, us), "", medRange(l.P99, us), "", "", "", medRange(l.Received, count), "", ""})
 				}
 			}
 			if len(t.rows) > 0 {
@@ -681,6 +711,7 @@ func (r *latResult) header() []string {
 		fmt.Sprintf("rates      %s msg/s paced (package pace), %d round(s), channels %s, payload %d B per datagram or NATS message",
 			strings.Join(mapSlice(r.Rates, rateName), ", "), r.Rounds, joinInts(r.Channels), r.Size),
 		fmt.Sprintf("tickcast   modes %s%s", strings.Join(r.Modes, ", "), baselineNote(r.Baseline)),
+		"deploy     " + deployNote(r.Deploys, r.LiveSub),
 	}
 	if r.Quick {
 		lines = append(lines, "quick      smoke test: low rate, few messages, one round; checks delivery, not speed")
@@ -733,6 +764,7 @@ func writeMarkdown(w io.Writer, r *latResult) {
 		{"kernel", "Linux " + m.Kernel}, {"Go", m.Go},
 		{"rates", strings.Join(mapSlice(r.Rates, rateName), ", ") + " msg/s, paced"}, {"rounds", fmt.Sprint(r.Rounds)},
 		{"channels", joinInts(r.Channels)}, {"tickcast modes", strings.Join(r.Modes, ", ") + baselineNote(r.Baseline)},
+		{"NATS deployments", deployNote(r.Deploys, r.LiveSub)},
 		{"payload", fmt.Sprintf("%d B (one tickcast message per packet)", r.Size)},
 	} {
 		fmt.Fprintf(w, "| %s | %s |\n", kv[0], strings.ReplaceAll(kv[1], "|", `\|`))
@@ -755,6 +787,24 @@ func writeMarkdown(w io.Writer, r *latResult) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// deployNote describes the deployments and the live subscriber.
+func deployNote(deploys []string, live bool) string {
+	var parts []string
+	for _, d := range deploys {
+		switch d {
+		case deployEmbedded:
+			parts = append(parts, "embedded (the feed handler's own NATS server; tickcast-MODE)")
+		case deployExternal:
+			parts = append(parts, "external (a nats-server process, --nats-url, recovery and live copy on; tickcast-ext-MODE)")
+		}
+	}
+	s := strings.Join(parts, ", ")
+	if live {
+		s += "; a live NATS subscriber beside every tickcast subscriber"
+	}
+	return s
 }
 
 // baselineNote names the baseline revision, if any.

@@ -7,14 +7,18 @@
 // floor in two receive classes (blocking: one goroutine in epoll_wait over
 // every socket, then recvmmsg; busy-poll: one locked thread polling the
 // non-blocking sockets), tickcast (the real feedhandler and subscriber
-// binaries, one run per subscriber --mode) and NATS core (an embedded
-// nats-server in its own process, a publisher and a subscriber). Rounds
+// binaries, one run per subscriber --mode, with the feed handler's embedded
+// NATS server and with an external nats-server process as users deploy
+// it) and NATS core (an embedded nats-server in its own process, a
+// publisher and a subscriber). Every receiver's latency is also split into
+// the run's first second and its steady state. Rounds
 // interleave every peer at every rate, with 1 and 4 channels; the report
 // gives medians and spreads of the percentiles, counts, CPU per message and
 // the ratios of tickcast to the floor of its receive class and to NATS, plus
 // a rate search on the floor, ping-pong round trips (raw UDP, tickcast, NATS
 // request/reply, and sockperf when installed) and a fan-out ramp. .hgrm
-// files and SVG percentile plots go to --outdir.
+// files and SVG percentile plots go to --outdir. --tail is a preset of
+// long runs for the tail.
 //
 // Throughput (--throughput): tickcast at full speed beside a raw
 // sendmmsg/recvmmsg floor moving the same bytes in the same number of
@@ -28,6 +32,7 @@
 // Usage:
 //
 //	go run ./cmd/tickbench [--rates R,...] [--rounds N] [--modes M,...] [--channels C,...]
+//	    [--deploy embedded,external] [--live-sub] [--tail] [--floors F,...]
 //	    [--quick] [--outdir DIR] [--markdown FILE] [--json] [--out FILE] ...
 //	go run ./cmd/tickbench --throughput [--count N] [--repeat R] [--size S] [--batch B]
 //	    [--channels C] [--busy-poll] [--json] [--out FILE] [--timeout D]
@@ -137,6 +142,7 @@ type benchFlags struct {
 	s                                                      settings
 	ls                                                     latSettings
 	channels, rates, searchRates, modes, fanSubs, markdown string
+	deploy, floors                                         string
 	search, throughput                                     bool
 }
 
@@ -165,10 +171,17 @@ func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.fanSubs, "fanout-subs", "1,2,4", "latency: subscriber counts of the fan-out ramp")
 	fs.Uint64Var(&ls.fanCount, "fanout-count", 300000, "latency: messages per fan-out run")
 	fs.StringVar(&ls.outdir, "outdir", "bench-out", "latency: directory for the .hgrm files and SVG plots (empty: none)")
-	fs.BoolVar(&ls.quick, "quick", false, "latency: smoke test: every peer at 2k msg/s, 2,000 messages, 1 round, short ping-pong and fan-out, no search; "+
+	fs.BoolVar(&ls.quick, "quick", false, "latency: smoke test: every peer at 2k msg/s, 3,000 messages, 1 round, short ping-pong and fan-out, no search; "+
 		"exits 1 unless every peer delivered everything and the output parses (checks no speed)")
 	fs.StringVar(&ls.baseline, "baseline", "", "latency: also run the feed handler and subscriber of this git revision (e.g. a commit before a change), as peers baseline-MODE, in the same rounds")
 	fs.StringVar(&f.markdown, "markdown", "", "latency: also write the report as Markdown to this file (BENCHMARKS.md)")
+	fs.StringVar(&f.deploy, "deploy", "embedded,external", "latency: NATS deployments of the tickcast (and baseline) peers, comma separated: "+
+		"embedded (the feed handler's own server, peers tickcast-MODE) and external (a nats-server process and --nats-url, as docker-compose.yml deploys it, peers tickcast-ext-MODE)")
+	fs.StringVar(&f.floors, "floors", "blocking,busy-poll", "latency: receive modes of the raw floor, comma separated (peers floor-blocking, floor-busy-poll)")
+	fs.BoolVar(&ls.liveSub, "live-sub", false, "latency: run a subscriber on the live NATS subjects (--transport nats) beside every tickcast subscriber")
+	fs.BoolVar(&ls.tail, "tail", false, "latency: the tail preset: rates 10k,100k,300k, channels 1,4, 30 s runs, 5 rounds, both deployments, "+
+		"peers floor-blocking, tickcast-direct, tickcast-ext-direct and nats, no search, ping-pong or fan-out (about 70 minutes; "+
+		"flags given with it override it, e.g. --duration 10s --rounds 3)")
 	// Throughput mode.
 	fs.Uint64Var(&s.count, "count", 2_000_000, "throughput: messages the feed handler publishes per tickcast run")
 	fs.IntVar(&s.repeat, "repeat", 3, "throughput: rounds (one floor run and one tickcast run per mode each)")
@@ -214,6 +227,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	if f.channels == "" {
 		f.channels = "1,4"
+	}
+	if err := f.ls.parseTail(f.deploy, f.floors, set); err != nil {
+		fmt.Fprintf(stderr, "tickbench: %v\n", err)
+		return 2
 	}
 	if err := f.ls.parse(f.s.timeout, f.channels, f.rates, f.searchRates, f.modes, f.fanSubs, f.search, set); err != nil {
 		fmt.Fprintf(stderr, "tickbench: %v\n", err)
@@ -384,7 +401,9 @@ func measure(ctx context.Context, s settings, progress io.Writer) (*result, erro
 // not override.
 func (ls *latSettings) parse(timeout time.Duration, channels, rates, searchRates, modes, fanSubs string, search bool, set map[string]bool) error {
 	var err error
-	ls.timeout = timeout
+	if ls.timeout == 0 || set["timeout"] {
+		ls.timeout = timeout
+	}
 	if ls.channels, err = parseInts("channels", channels, 1, 32); err != nil {
 		return err
 	}
@@ -421,7 +440,19 @@ func (ls *latSettings) parse(timeout time.Duration, channels, rates, searchRates
 		if !set["fanout-count"] {
 			ls.fanCount = 20000
 		}
-		ls.count = 2000
+		// 1.5 s at 2k msg/s: a steady state after the first second.
+		ls.count = 3000
+	}
+	if ls.tail {
+		if !set["rates"] {
+			ls.rates = []float64{10e3, 100e3, 300e3}
+		}
+		if !set["modes"] {
+			ls.modes = []string{"direct"}
+		}
+		if !set["search"] {
+			ls.searchRates = nil
+		}
 	}
 	if ls.sockperf != "" {
 		if _, err := os.Stat(ls.sockperf); err != nil {
@@ -439,13 +470,13 @@ func (ls *latSettings) parse(timeout time.Duration, channels, rates, searchRates
 		return fmt.Errorf("--pingpong-count %d: want 1..10000000", ls.ppCount)
 	case ls.fanCount < 1000 || ls.fanCount > 100_000_000:
 		return fmt.Errorf("--fanout-count %d: want 1000..100000000", ls.fanCount)
-	case timeout < time.Second:
-		return fmt.Errorf("--timeout %v: want at least 1s", timeout)
+	case ls.timeout < time.Second:
+		return fmt.Errorf("--timeout %v: want at least 1s", ls.timeout)
 	}
 	// Every run must fit its children's time limit with room to start.
 	for _, r := range append(slices.Clone(ls.rates), ls.searchRates...) {
-		if d := time.Duration(float64(ls.countFor(r, false)) / r * float64(time.Second)); d > timeout/2 {
-			return fmt.Errorf("a run at %s msg/s lasts %v: more than half of --timeout %v", rateName(r), d, timeout)
+		if d := time.Duration(float64(ls.countFor(r, false)) / r * float64(time.Second)); d > ls.timeout/2 {
+			return fmt.Errorf("a run at %s msg/s lasts %v: more than half of --timeout %v", rateName(r), d, ls.timeout)
 		}
 	}
 	return nil

@@ -23,6 +23,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/nats-io/nats.go"
 
+	"github.com/tickcast/tickcast/internal/hgrm"
 	"github.com/tickcast/tickcast/internal/natsconn"
 )
 
@@ -161,7 +162,7 @@ func natsSub(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer nc.Close()
-	r := &natsReceiver{hist: newLatHist(), expect: *expect, chans: f.chans, done: make(chan struct{})}
+	r := &natsReceiver{hist: newLatHist(), split: newLatSplit(), expect: *expect, chans: f.chans, done: make(chan struct{})}
 	sub, err := nc.Subscribe(f.subject, r.receive)
 	if err != nil {
 		return err
@@ -182,6 +183,7 @@ func natsSub(args []string, stdout, stderr io.Writer) error {
 		reason = "end-marker"
 	}
 	r.rep.Reason = reason
+	r.rep.First, r.rep.Steady = statsOf(r.split.First), statsOf(r.split.Steady)
 	return printLatReport(stdout, &r.rep, &r.rep.latStats, r.hist, *hgrm)
 }
 
@@ -189,6 +191,7 @@ func natsSub(args []string, stdout, stderr io.Writer) error {
 // and the role's wait for the end.
 type natsReceiver struct {
 	hist   *hdrhistogram.Histogram
+	split  *hgrm.Split   // hist's latencies again, first second and steady state
 	expect uint64        // messages to stop at (0: at the end markers)
 	chans  int           // end markers to stop at
 	done   chan struct{} // closed once, at expect messages or chans end markers
@@ -215,6 +218,7 @@ func (r *natsReceiver) receive(m *nats.Msg) {
 		return
 	}
 	recordLat(r.hist, now.UnixNano()-ns)
+	r.split.Record(now.UnixNano(), now.UnixNano()-ns)
 	if r.rep.Received == 0 {
 		r.rep.FirstNs = now.UnixNano()
 	}

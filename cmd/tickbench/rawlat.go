@@ -20,6 +20,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/tickcast/tickcast/internal/hgrm"
 	"github.com/tickcast/tickcast/pace"
 )
 
@@ -50,6 +51,10 @@ type latRecvReport struct {
 	LastNs    int64  `json:"last_ns"`
 	Reason    string `json:"reason"` // expect, end-marker, idle-timeout, no-data
 	latStats
+	// First and Steady split the latencies by receipt time: within
+	// hgrm.FirstPhase of the first receipt, and after.
+	First  latStats `json:"first_second"`
+	Steady latStats `json:"steady"`
 }
 
 // pacedSend runs the pacing loop shared by the paced senders: send(i) for
@@ -199,7 +204,7 @@ func latRecv(args []string, stdout, stderr io.Writer) error {
 		}
 		fds[ch] = fd
 	}
-	r := &latReceiver{fds: fds, hist: newLatHist(), expect: *expect, idle: *idle, startWait: *startWait}
+	r := &latReceiver{fds: fds, hist: newLatHist(), split: newLatSplit(), expect: *expect, idle: *idle, startWait: *startWait}
 	r.hdrs, r.bufs = mmsgs(recvBatch, rf.size)
 	fmt.Fprintln(stderr, "tickbench lat-recv: ready")
 	if *mode == "blocking" {
@@ -210,6 +215,7 @@ func latRecv(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	r.rep.First, r.rep.Steady = statsOf(r.split.First), statsOf(r.split.Steady)
 	return printLatReport(stdout, &r.rep, &r.rep.latStats, r.hist, *hgrm)
 }
 
@@ -219,6 +225,7 @@ type latReceiver struct {
 	hdrs      []unix.Mmsghdr
 	bufs      [][]byte
 	hist      *hdrhistogram.Histogram
+	split     *hgrm.Split // hist's latencies again, first second and steady state
 	expect    uint64
 	idle      time.Duration
 	startWait time.Duration
@@ -256,6 +263,7 @@ func (r *latReceiver) drain(fd int) error {
 				continue
 			}
 			recordLat(r.hist, nowNs-ns)
+			r.split.Record(nowNs, nowNs-ns)
 			data++
 		}
 		if data > 0 {

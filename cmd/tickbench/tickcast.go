@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -25,18 +26,51 @@ const (
 	subIdleTimeout = 2 * time.Second
 )
 
-// hermeticFeedhandlerArgs keep a feed handler run to itself and end it with
-// its session: no linger after the end of session (the summary line comes
-// at once, and the time window is measured from it), the embedded NATS
-// server on a free port (none of the fixed 4222 that other runs on the host
-// may use), no live copy of the feed on NATS (nobody reads it), no metrics
-// listener.
-var hermeticFeedhandlerArgs = []string{"--linger", "0s", "--nats-listen", "127.0.0.1:0", "--nats-live=false", "--metrics-addr="}
+// natsSide is the NATS server a tickcast run uses, and so the flags that
+// keep the run to itself. The zero value is the embedded deployment as
+// tickbench has always run it.
+type natsSide struct {
+	// url is an external server's URL, given to both programs as
+	// --nats-url; empty: the feed handler's embedded server.
+	url string
+	// listen is the embedded server's --nats-listen; empty: a free port
+	// (127.0.0.1:0).
+	listen string
+	// live keeps the embedded feed handler's live NATS copy on (its
+	// default), for a live subscriber (--live-sub).
+	live bool
+}
 
-// hermeticSubscriberArgs are the subscriber's counterpart: no recovery
-// (the feed handler's NATS port is not known in advance; a loss is reported
-// as missing) and no metrics listener.
-var hermeticSubscriberArgs = []string{"--recovery=false", "--metrics-addr="}
+// fhArgs are the feed handler's NATS flags and the ones every run has: no
+// linger after the end of session (the summary line comes at once, and the
+// time window is measured from it) and no metrics listener. Embedded: the
+// server on a free port (none of the fixed 4222 that other runs on the
+// host may use) and no live copy of the feed on NATS (nobody reads it)
+// unless live. External: --nats-url and nothing else, so recovery, the
+// live copy (--nats-live, on by default) and the session record (auto:
+// none, as the server has no JetStream) are the defaults users run.
+func (n natsSide) fhArgs() []string {
+	a := []string{"--linger", "0s", "--metrics-addr="}
+	if n.url != "" {
+		return append(a, "--nats-url", n.url)
+	}
+	a = append(a, "--nats-listen", cmp.Or(n.listen, "127.0.0.1:0"))
+	if !n.live {
+		a = append(a, "--nats-live=false")
+	}
+	return a
+}
+
+// subArgs are the subscriber's counterpart: no metrics listener; embedded,
+// no recovery (the feed handler's NATS port is not known in advance; a
+// loss is reported as missing); external, --nats-url and recovery on, its
+// default.
+func (n natsSide) subArgs() []string {
+	if n.url != "" {
+		return []string{"--nats-url", n.url, "--metrics-addr="}
+	}
+	return []string{"--recovery=false", "--metrics-addr="}
+}
 
 // prepare returns this program's path (for the hidden roles), a temporary
 // directory and the feed handler and subscriber built into it; the caller
@@ -211,7 +245,7 @@ type tickcastResult struct {
 // for one throughput run on group g: the latency runs' arguments with the
 // feed handler unpaced, sending c.Batch packets per call.
 func throughputArgs(c tickcastConfig, g string) (sub, fh []string) {
-	sub, fh = tickcastLatArgs(g, c.Mode, c.Channels, 0, c.Count, "")
+	sub, fh = tickcastLatArgs(g, c.Mode, c.Channels, 0, c.Count, "", natsSide{})
 	fh = append(fh, "--send-batch", strconv.Itoa(c.Batch))
 	if c.Pregenerate {
 		fh = append(fh, "--pregenerate")
