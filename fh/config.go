@@ -106,8 +106,16 @@ type Config struct {
 	// NATS are the options of the feed handler's own NATS connection
 	// (credentials, TLS).
 	NATS natsconn.Flags
-	// NATSLive also publishes every datagram on tickcast.FEED.live.CH.
+	// NATSLive also publishes every datagram on tickcast.FEED.live.CH,
+	// a channel's only while it is wanted: while a consumer announces
+	// demand on tickcast.FEED.demand.CH (ud/natslive does), or, with the
+	// embedded server, while anyone subscribes (docs/recovery.md).
 	NATSLive bool
+	// NATSLiveAlways, with NATSLive, publishes every datagram on the live
+	// subjects whether or not anyone wants it: for consumers on an
+	// external server that cannot announce demand. It costs the host's
+	// multicast subscribers latency at high rates.
+	NATSLiveAlways bool
 	// SessionRecord is whether the feed handler shares its sessions with
 	// the other feed handlers of the feed through the session record, a
 	// JetStream key-value entry (bucket natsconn.SessionBucket, key
@@ -322,6 +330,8 @@ func (c *Config) validateRecovery() error {
 		return invalid("PeerTimeout", c.PeerTimeout, "must not be negative")
 	case len(c.NATSUsers) > 0 && c.NATSURL != "":
 		return invalid("NATSUsers", len(c.NATSUsers), "configures the embedded server, which NATSURL replaces")
+	case c.NATSLiveAlways && !c.NATSLive:
+		return invalid("NATSLiveAlways", c.NATSLiveAlways, "needs NATSLive: the live feed is off")
 	}
 	if err := recovery.ValidateFeed(c.FeedName); err != nil {
 		return invalid("FeedName", c.FeedName, "%v", err)

@@ -37,8 +37,15 @@
 //
 //   - The live NATS feed (Config.NATSLive) also publishes every datagram on
 //     tickcast.FEED.live.CH, the fallback for subscribers without
-//     multicast. With the embedded server a channel's datagrams are
-//     published only while someone subscribes.
+//     multicast, but a channel's only while it is wanted, so that it costs
+//     the multicast path one atomic load per datagram otherwise: while a
+//     consumer's demand lease runs (ud/natslive announces demand on
+//     tickcast.FEED.demand.CH every second; a lease lasts five seconds)
+//     or, with the embedded server, while anyone subscribes.
+//     Config.NATSLiveAlways publishes every datagram regardless, for
+//     consumers on an external server that cannot announce demand. A
+//     consumer recovers what was published before its demand took effect
+//     as a gap.
 //
 //   - Metrics: with Config.MetricsAddr, a Prometheus endpoint serves the
 //     publisher's counters and packet histograms, the recovery server's

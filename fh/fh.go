@@ -119,7 +119,11 @@ func (h *FeedHandler) startNATS() error {
 	h.natsMet = natsconn.NewMetrics()
 	cc.Metrics = h.natsMet
 	nc, err := natsconn.Connect(cc, func(event string, err error) {
-		h.log.Warn().Str("event", event).Err(err).Msg("nats")
+		e := h.log.Warn()
+		if natsconn.Routine(event, err) {
+			e = h.log.Info()
+		}
+		e.Str("event", event).Err(err).Msg("nats")
 	})
 	if err != nil {
 		h.log.Error().Err(err).Str("url", h.natsURL).Msg("cannot connect to NATS")
@@ -159,12 +163,21 @@ func (h *FeedHandler) startRecovery() error {
 			return fmt.Errorf("fh: channel %d: %w", ch, err)
 		}
 	}
-	var liveInterest func(string) bool // embedded server: publish live only to listeners
+	// The live feed goes to those who announce demand and, with the
+	// embedded server, to those who subscribe.
+	live := recovery.LiveOnDemand
+	switch {
+	case !h.cfg.NATSLive:
+		live = recovery.LiveOff
+	case h.cfg.NATSLiveAlways:
+		live = recovery.LiveAlways
+	}
+	var liveInterest func(string) bool
 	if h.srv != nil {
 		liveInterest = h.srv.Interest
 	}
 	rsrv, err := recovery.NewServer(h.nc, recovery.ServerConfig{Feed: h.cfg.FeedName, Channels: h.stores,
-		MaxRetransmit: h.cfg.MaxRetransmit, RateLimit: h.cfg.RateLimit, LiveInterest: liveInterest,
+		MaxRetransmit: h.cfg.MaxRetransmit, RateLimit: h.cfg.RateLimit, Live: live, LiveInterest: liveInterest,
 		RepairWindow: h.cfg.RepairWindow, Queue: h.cfg.RecoveryQueue, Hold: h.rejoin,
 		Log: h.log.With().Str("role", "recovery").Logger()})
 	if err != nil {
@@ -475,7 +488,7 @@ func (s Summary) Fields() map[string]any {
 		"retransmit_requests": rst.Requests, "retransmitted": rst.MessagesServed, "snapshots": rst.Snapshots,
 		"retransmit_answers": rst.Answers, "repairs": rst.Repairs, "requests_suppressed": rst.Suppressed,
 		"recovery_rejected": rst.Rejected, "live_published": rst.LivePublished, "live_skipped": rst.LiveSkipped,
-		"live_dropped": rst.LiveDropped, "foreign_packets": s.ForeignPackets, "session_queries": rst.SessionQueries,
+		"live_dropped": rst.LiveDropped, "live_demands": rst.LiveDemands, "foreign_packets": s.ForeignPackets, "session_queries": rst.SessionQueries,
 		"caught_up": st.CaughtUp, "left_to_peer": s.LeftToPeer,
 	}
 }

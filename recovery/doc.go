@@ -21,7 +21,13 @@
 //     reflects;
 //
 // and publishes every datagram on tickcast.FEED.live.CH for subscribers that
-// cannot receive multicast.
+// cannot receive multicast, a channel's only while it is wanted
+// (ServerConfig.Live): consumers announce their demand on
+// tickcast.FEED.demand.CH every DemandEvery, which keeps the channel's live
+// feed on for a lease (ServerConfig.LiveLease) and is answered with it; with
+// the embedded NATS server, a subscriber to the live subject is enough
+// (ServerConfig.LiveInterest). Otherwise a datagram costs the publishing
+// path one atomic load and is counted as skipped.
 //
 // On the subscriber, a Client takes the requests the seqgap trackers put in
 // their outboxes (Client.Request, which never waits), sends them from its own

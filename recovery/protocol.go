@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // NATS headers of replies (docs/recovery.md).
@@ -36,6 +37,9 @@ const (
 	// and the client backs off before its next requests
 	// (ClientConfig.RepairBackoff).
 	HeaderRepeat = "Tickcast-Repeat"
+	// HeaderLease is on the answer to a demand request: how long, in
+	// milliseconds, the demand keeps the channel's live feed on.
+	HeaderLease = "Tickcast-Lease"
 )
 
 // AnswerRepair is the HeaderAnswer value of a request that takes its answer
@@ -72,6 +76,19 @@ func SessionSubject(feed string, ch int) string {
 func LiveSubject(feed string, ch int) string {
 	return "tickcast." + feed + ".live." + strconv.Itoa(ch)
 }
+
+// DemandSubject is where consumers of channel ch's live subject announce
+// that they want it (docs/recovery.md): a message, best a request, every
+// DemandEvery. It is not under the live subjects, so that a consumer of
+// tickcast.FEED.live.> never reads a demand as a datagram.
+func DemandSubject(feed string, ch int) string {
+	return "tickcast." + feed + ".demand." + strconv.Itoa(ch)
+}
+
+// DemandEvery is how often a consumer of a live subject repeats its demand
+// (ud/natslive's default); ServerConfig.LiveLease's default is five times
+// as long.
+const DemandEvery = time.Second
 
 // RepairSubject is where channel ch's repairs are published: the answers
 // to retransmit requests that asked for them (HeaderAnswer), heard by every

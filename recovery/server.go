@@ -28,13 +28,22 @@ type ServerConfig struct {
 	// RateLimit is the messages per second one requester may be sent, with a
 	// burst of as many; default DefaultRateLimit.
 	RateLimit float64
+	// Live says when Live publishes a channel's datagrams: LiveOnDemand
+	// (the zero value), LiveAlways or LiveOff.
+	Live LiveMode
+	// LiveLease is how long one demand message on a channel's demand
+	// subject (DemandSubject; docs/recovery.md) keeps its live feed on;
+	// default DefaultLiveLease. A consumer repeats its demand well within
+	// the lease (every DemandEvery), so the feed stops a lease after the
+	// last consumer went away.
+	LiveLease time.Duration
 	// LiveInterest, if set, tells whether anyone subscribes to a live
-	// subject. Live then publishes a channel's datagrams only while it
-	// does, so the live feed costs the publishing path one atomic load per
-	// datagram when nobody listens. It is asked from a goroutine of the
-	// server's, every LiveInterestEvery, never from Live. Nil publishes
-	// always (an external NATS server, whose interest the feed handler
-	// cannot see cheaply).
+	// subject: the embedded NATS server's subscription interest, which
+	// also covers consumers that never announce demand. A channel's live
+	// feed is on while it reports a subscriber or a demand lease runs. It
+	// is asked from a goroutine of the server's, every LiveInterestEvery,
+	// never from Live. Nil: demand is the only signal (an external NATS
+	// server, whose interest the feed handler cannot see cheaply).
 	LiveInterest func(subject string) bool
 	// LiveQueue is how many datagrams may wait for publication on the live
 	// subjects (see Live); default DefaultLiveQueue. Each slot takes the
@@ -60,6 +69,40 @@ type ServerConfig struct {
 	Log zerolog.Logger
 }
 
+// LiveMode says when a Server publishes a channel's datagrams on its live
+// subject (ServerConfig.Live).
+type LiveMode uint8
+
+// Live modes.
+const (
+	// LiveOnDemand publishes a channel's datagrams only while they are
+	// wanted: while a demand lease runs (a consumer announced demand on
+	// the channel's demand subject within ServerConfig.LiveLease) or
+	// ServerConfig.LiveInterest reports a subscriber.
+	LiveOnDemand LiveMode = iota
+	// LiveAlways publishes every datagram, wanted or not: for consumers
+	// of the live subjects that cannot announce demand, on a NATS server
+	// whose subscriptions the feed handler does not see. Demands are
+	// answered and counted.
+	LiveAlways
+	// LiveOff publishes none; Live counts every datagram as skipped, and
+	// demands are not listened to (nor answered).
+	LiveOff
+)
+
+// String returns the mode's name: on-demand, always or off.
+func (m LiveMode) String() string {
+	switch m {
+	case LiveOnDemand:
+		return "on-demand"
+	case LiveAlways:
+		return "always"
+	case LiveOff:
+		return "off"
+	}
+	return "LiveMode(" + strconv.Itoa(int(m)) + ")"
+}
+
 // Defaults of a ServerConfig.
 const (
 	// DefaultMaxRetransmit is the default ServerConfig.MaxRetransmit.
@@ -73,7 +116,14 @@ const (
 	// enough for every subscriber that lost the same datagram to ask, far
 	// shorter than a client's timeout.
 	DefaultRepairWindow = 250 * time.Millisecond
+	// DefaultLiveLease is the default ServerConfig.LiveLease: five demand
+	// intervals (DemandEvery), so that a consumer's demand survives a few
+	// lost or late refreshes.
+	DefaultLiveLease = 5 * DemandEvery
 )
+
+// maxLiveLease bounds ServerConfig.LiveLease.
+const maxLiveLease = time.Hour
 
 // maxRepairWindow bounds ServerConfig.RepairWindow.
 const maxRepairWindow = time.Minute
@@ -90,6 +140,7 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	config.Default(&c.RateLimit, DefaultRateLimit)
 	config.Default(&c.LiveQueue, DefaultLiveQueue)
 	config.Default(&c.RepairWindow, DefaultRepairWindow)
+	config.Default(&c.LiveLease, DefaultLiveLease)
 	return c
 }
 
@@ -107,6 +158,10 @@ func (c ServerConfig) validate() error {
 		return serverCheck.Invalid("RateLimit", c.RateLimit, "want more than 0 messages per second")
 	case c.LiveQueue < 1 || c.LiveQueue > maxLiveQueue:
 		return serverCheck.Invalid("LiveQueue", c.LiveQueue, "want 1..%d datagrams", maxLiveQueue)
+	case c.Live > LiveOff:
+		return serverCheck.Invalid("Live", c.Live, "want LiveOnDemand, LiveAlways or LiveOff")
+	case c.LiveLease < LiveInterestEvery || c.LiveLease > maxLiveLease:
+		return serverCheck.Invalid("LiveLease", c.LiveLease, "want %v..%v", LiveInterestEvery, maxLiveLease)
 	case c.RepairWindow < 0 || c.RepairWindow > maxRepairWindow:
 		return serverCheck.Invalid("RepairWindow", c.RepairWindow, "want 0..%v", maxRepairWindow)
 	case strings.ContainsAny(c.Queue, " \t\r\n"):
@@ -135,8 +190,14 @@ type ServerStats struct {
 	Rejected          map[ErrorCode]uint64
 	LivePublished     uint64 // datagrams published on live subjects
 	LivePublishErrors uint64
-	LiveSkipped       uint64 // datagrams not published: nobody subscribed (LiveInterest)
-	LiveDropped       uint64 // datagrams not published: the live queue was full (ServerConfig.LiveQueue)
+	// LiveSkipped counts datagrams not published: nobody wanted the
+	// channel's live feed (no demand lease, no subscriber seen by
+	// LiveInterest).
+	LiveSkipped uint64
+	LiveDropped uint64 // datagrams not published: the live queue was full (ServerConfig.LiveQueue)
+	// LiveDemands counts demand messages received on the demand subjects
+	// (DemandSubject), those of every channel of the feed.
+	LiveDemands uint64
 }
 
 // Server answers retransmit and snapshot requests over NATS from the
@@ -168,8 +229,18 @@ type Server struct {
 
 	requests, served, snapshots, snapMsgs, live, liveErrs, liveSkipped, liveDropped atomic.Uint64
 
-	liveOn       []atomic.Bool // by channel: someone subscribes to its live subject
-	liveStop     chan struct{} // closed by Close: ends the interest refresher
+	// liveOn is, by channel, whether Live publishes the channel's
+	// datagrams; nil with LiveAlways. The publisher's path
+	// reads it, one atomic load per datagram; demand and watchLive write
+	// it, under liveMu.
+	liveOn []atomic.Bool
+	liveMu sync.Mutex
+	// leaseEnd is, by channel, when its demand lease ends (under liveMu).
+	leaseEnd     []time.Time
+	demandSub    *nats.Subscription
+	demands      atomic.Uint64
+	leaseMs      string        // the lease in milliseconds, the HeaderLease value
+	liveStop     chan struct{} // closed by Close: ends watchLive
 	liveStopped  chan struct{}
 	liveFree     chan *liveDatagram // the live queue's free slots
 	liveQ        chan *liveDatagram // datagrams waiting for publishLive
@@ -213,17 +284,17 @@ func NewServer(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 	s := &Server{nc: nc, cfg: cfg, buckets: map[string]*bucket{}, rejected: map[ErrorCode]uint64{},
 		token: nuid.Next(), recent: map[repairKey]repairEntry{}}
 	s.startLive()
+	if cfg.Live == LiveOff {
+		s.liveOn = make([]atomic.Bool, len(cfg.Channels)) // all off, for good
+	} else if err := s.startDemand(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if !cfg.Hold {
 		if err := s.Serve(); err != nil {
 			s.Close()
 			return nil, err
 		}
-	}
-	if cfg.LiveInterest != nil {
-		s.liveOn = make([]atomic.Bool, len(cfg.Channels))
-		s.refreshLive()
-		s.liveStop, s.liveStopped = make(chan struct{}), make(chan struct{})
-		go s.watchLive()
 	}
 	return s, nil
 }
@@ -277,15 +348,77 @@ func (s *Server) Pause() {
 	s.nc.Flush()
 }
 
-// LiveInterestEvery is how often a server with ServerConfig.LiveInterest
-// asks whether its live subjects have subscribers. A subscriber that joins
-// the live feed may miss up to this much of it, which it recovers like any
-// gap.
+// LiveInterestEvery is how often a server that publishes on demand ends
+// the demand leases that ran out and, with ServerConfig.LiveInterest, asks
+// whether its live subjects have subscribers. A subscriber that joins the
+// live feed without announcing demand may miss up to this much of it,
+// which it recovers like any gap.
 const LiveInterestEvery = 20 * time.Millisecond
 
-func (s *Server) refreshLive() {
+// startDemand subscribes to the demand subjects and, with LiveOnDemand,
+// turns every channel's live feed off until it is wanted and starts
+// watchLive. Every server of the feed hears every demand (no queue group):
+// each publishes its own live feed. With LiveAlways demands are answered
+// and counted, nothing more.
+func (s *Server) startDemand() error {
+	s.leaseMs = strconv.FormatInt(s.cfg.LiveLease.Milliseconds(), 10)
+	if s.cfg.Live == LiveOnDemand {
+		n := len(s.cfg.Channels)
+		s.liveOn = make([]atomic.Bool, n)
+		s.leaseEnd = make([]time.Time, n)
+	}
+	subj := "tickcast." + s.cfg.Feed + ".demand.*"
+	sub, err := s.nc.Subscribe(subj, s.demand)
+	if err != nil {
+		return fmt.Errorf("recovery: subscribe %s: %w", subj, err)
+	}
+	sub.SetPendingLimits(-1, -1)
+	s.demandSub = sub
+	if s.cfg.Live == LiveOnDemand {
+		s.refreshLive(time.Now())
+		s.liveStop, s.liveStopped = make(chan struct{}), make(chan struct{})
+		go s.watchLive()
+	}
+	return nil
+}
+
+// demand takes a demand message: channel ch's live feed is on from now
+// until a lease from now, and a request is answered with the lease
+// (HeaderLease) so that the consumer knows a feed handler publishes for it.
+func (s *Server) demand(m *nats.Msg) {
+	s.demands.Add(1)
+	ch, _, ok := s.channel(m)
+	if !ok {
+		return
+	}
+	was := true // LiveAlways: the feed is on anyway
+	if s.liveOn != nil {
+		now := time.Now()
+		s.liveMu.Lock()
+		s.leaseEnd[ch] = now.Add(s.cfg.LiveLease)
+		was = s.liveOn[ch].Swap(true)
+		s.liveMu.Unlock()
+	}
+	if !was {
+		s.cfg.Log.Info().Int("channel", ch).Str("subject", s.liveSubjects[ch]).Msg("live feed on: demand")
+	}
+	if m.Reply != "" {
+		s.nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: nats.Header{HeaderLease: []string{s.leaseMs}}})
+	}
+}
+
+// refreshLive sets each channel's live feed on while its demand lease runs
+// or LiveInterest reports a subscriber, off otherwise.
+func (s *Server) refreshLive(now time.Time) {
 	for ch := range s.liveOn {
-		s.liveOn[ch].Store(s.cfg.LiveInterest(LiveSubject(s.cfg.Feed, ch)))
+		interest := s.cfg.LiveInterest != nil && s.cfg.LiveInterest(s.liveSubjects[ch])
+		s.liveMu.Lock()
+		lease := now.Before(s.leaseEnd[ch])
+		was := s.liveOn[ch].Swap(interest || lease)
+		s.liveMu.Unlock()
+		if was && !interest && !lease {
+			s.cfg.Log.Info().Int("channel", ch).Str("subject", s.liveSubjects[ch]).Msg("live feed off: no demand, no subscriber")
+		}
 	}
 }
 
@@ -297,8 +430,8 @@ func (s *Server) watchLive() {
 		select {
 		case <-s.liveStop:
 			return
-		case <-t.C:
-			s.refreshLive()
+		case now := <-t.C:
+			s.refreshLive(now)
 		}
 	}
 }
@@ -309,6 +442,10 @@ func (s *Server) Close() {
 		sub.Unsubscribe()
 	}
 	s.subs = nil
+	if s.demandSub != nil {
+		s.demandSub.Unsubscribe()
+		s.demandSub = nil
+	}
 	if s.liveStop != nil {
 		close(s.liveStop)
 		<-s.liveStopped
@@ -327,7 +464,7 @@ func (s *Server) Stats() ServerStats {
 		Requests: s.requests.Load(), MessagesServed: s.served.Load(), Snapshots: s.snapshots.Load(),
 		Answers: s.answers.Load(), Repairs: s.repairs.Load(), Suppressed: s.suppressed.Load(),
 		SnapshotMessages: s.snapMsgs.Load(), LivePublished: s.live.Load(), LivePublishErrors: s.liveErrs.Load(), LiveSkipped: s.liveSkipped.Load(),
-		LiveDropped: s.liveDropped.Load(), SessionQueries: s.sessionQueries.Load(), Rejected: map[ErrorCode]uint64{},
+		LiveDropped: s.liveDropped.Load(), LiveDemands: s.demands.Load(), SessionQueries: s.sessionQueries.Load(), Rejected: map[ErrorCode]uint64{},
 	}
 	s.mu.Lock()
 	for k, v := range s.rejected {
@@ -344,9 +481,10 @@ func (s *Server) Stats() ServerStats {
 // or while a large retransmit reply holds the connection. When the queue
 // (ServerConfig.LiveQueue datagrams) is full, the datagram is dropped and
 // counted in ServerStats.LiveDropped; a live subscriber sees the gap and
-// recovers it like any other. With ServerConfig.LiveInterest a datagram is
-// queued only while the subject has a subscriber, and otherwise counted as
-// skipped. Live copies datagram and allocates nothing once each queue slot
+// recovers it like any other. Unless ServerConfig.Live is LiveAlways, a
+// datagram is queued only while the channel's live feed is wanted (a
+// demand lease runs, or LiveInterest reports a subscriber), and otherwise
+// counted as skipped, at the cost of one atomic load. Live copies datagram and allocates nothing once each queue slot
 // has held a datagram as long as the longest it is given. It is called by
 // one goroutine at a time (the publisher's), never after Close.
 func (s *Server) Live(ch int, datagram []byte) {

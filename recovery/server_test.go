@@ -851,13 +851,17 @@ func TestWithUsers(t *testing.T) {
 		t.Fatalf("Snapshot: session %s seq %d: %v", snap.Session, snap.Seq, err)
 	}
 
-	// Live datagrams reach the subscriber.
+	// Live datagrams reach the subscriber, once it has announced its
+	// demand, which the feed handler answers.
 	live, err := aliceConn.SubscribeSync(LiveSubject(DefaultFeed, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := aliceConn.Flush(); err != nil {
 		t.Fatal(err)
+	}
+	if m, err := aliceConn.Request(DemandSubject(DefaultFeed, 0), nil, natsWait); err != nil || m.Header.Get(HeaderLease) == "" {
+		t.Fatalf("demand: %v", err)
 	}
 	hb := mold.AppendHeartbeat(nil, st.session, 30_001)
 	srv.Live(0, hb)
@@ -877,7 +881,7 @@ func TestWithUsers(t *testing.T) {
 			t.Errorf("%s: asynchronous errors %v", who, errs)
 		}
 	}
-	if s := srv.Stats(); s.MessagesServed != 10_101 || s.Snapshots != 1 || s.LivePublishErrors != 0 {
+	if s := srv.Stats(); s.MessagesServed != 10_101 || s.Snapshots != 1 || s.LivePublishErrors != 0 || s.LiveDemands != 1 || s.LivePublished != 1 {
 		t.Errorf("server stats %+v", s)
 	}
 
@@ -901,10 +905,11 @@ func TestWithUsers(t *testing.T) {
 
 func TestLive(t *testing.T) {
 	c := newTestChannel(t, StoreConfig{})
-	e := newEnv(t, ServerConfig{Channels: []*Channel{c, newTestChannel(t, StoreConfig{})}}, ClientConfig{})
+	e := newEnv(t, ServerConfig{Channels: []*Channel{c, newTestChannel(t, StoreConfig{})}, Live: LiveAlways}, ClientConfig{})
 	// The subjects of docs/recovery.md.
 	for got, want := range map[string]string{
 		LiveSubject(DefaultFeed, 0): "tickcast.tickcast.live.0", LiveSubject("f-1", 12): "tickcast.f-1.live.12",
+		DemandSubject("f-1", 12):     "tickcast.f-1.demand.12",
 		RetransmitSubject("f-1", 12): "tickcast.f-1.retransmit.12", SnapshotSubject("f-1", 12): "tickcast.f-1.snapshot.12",
 	} {
 		if got != want {
@@ -972,6 +977,9 @@ func TestServerConfig(t *testing.T) {
 		{Channels: []*Channel{ch}, MaxRetransmit: -1},
 		{Channels: []*Channel{ch}, MaxRetransmit: mold.MaxCount + 1},
 		{Channels: []*Channel{ch}, RateLimit: -1},
+		{Channels: []*Channel{ch}, LiveLease: time.Millisecond},
+		{Channels: []*Channel{ch}, Live: LiveOff + 1},
+		{Channels: []*Channel{ch}, LiveLease: 2 * time.Hour},
 	} {
 		if s, err := NewServer(nc, cfg); err == nil {
 			s.Close()
@@ -1092,7 +1100,7 @@ func TestLiveDoesNotWaitForNATS(t *testing.T) {
 	}
 	c0 := newTestChannel(t, StoreConfig{})
 	const queue = 64
-	srv := newServer(t, srvConn, ServerConfig{Channels: []*Channel{c0}, LiveQueue: queue})
+	srv := newServer(t, srvConn, ServerConfig{Channels: []*Channel{c0}, LiveQueue: queue, Live: LiveAlways})
 
 	proxy.stall()
 	datagram := make([]byte, 1400)

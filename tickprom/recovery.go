@@ -16,7 +16,7 @@ type recoveryServerCollector struct {
 	srv    *recovery.Server
 	stores []*recovery.Channel
 
-	requests, answers, repairs, suppressed, served, rejected, snapshots, snapMsgs, live, liveErrs, liveSkipped, liveDropped,
+	requests, answers, repairs, suppressed, served, rejected, snapshots, snapMsgs, live, liveErrs, liveSkipped, liveDropped, liveDemands,
 	storeMsgs, storeBytes, oldest, next *prometheus.Desc
 }
 
@@ -40,7 +40,8 @@ func NewRecoveryServerCollector(srv *recovery.Server, stores []*recovery.Channel
 		snapMsgs:    d("snapshot_messages_served_total", "Messages sent in snapshots."),
 		live:        d("live_published_total", "Datagrams published on the live NATS subjects."),
 		liveErrs:    d("live_publish_errors_total", "Datagrams that could not be published on the live NATS subjects."),
-		liveSkipped: d("live_skipped_total", "Datagrams not published on the live NATS subjects because nobody subscribed to them."),
+		liveSkipped: d("live_skipped_total", "Datagrams not published on the live NATS subjects because nobody wanted them (no demand lease, no subscriber seen)."),
+		liveDemands: d("live_demands_total", "Demand messages received on the live feed's demand subjects (tickcast.FEED.demand.CH)."),
 		liveDropped: d("live_dropped_total", "Datagrams not published on the live NATS subjects because the queue to NATS was full."),
 		storeMsgs:   d("store_messages", "Messages the channel's retransmission store holds.", "channel"),
 		storeBytes:  d("store_bytes", "Message bytes the channel's retransmission store holds.", "channel"),
@@ -52,7 +53,7 @@ func NewRecoveryServerCollector(srv *recovery.Server, stores []*recovery.Channel
 // Describe implements prometheus.Collector.
 func (c *recoveryServerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.answers, c.repairs, c.suppressed, c.served, c.rejected, c.snapshots, c.snapMsgs, c.live,
-		c.liveErrs, c.liveSkipped, c.liveDropped, c.storeMsgs, c.storeBytes, c.oldest, c.next} {
+		c.liveErrs, c.liveSkipped, c.liveDropped, c.liveDemands, c.storeMsgs, c.storeBytes, c.oldest, c.next} {
 		ch <- d
 	}
 }
@@ -77,6 +78,7 @@ func (c *recoveryServerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.liveErrs, st.LivePublishErrors)
 	counter(c.liveSkipped, st.LiveSkipped)
 	counter(c.liveDropped, st.LiveDropped)
+	counter(c.liveDemands, st.LiveDemands)
 	for _, code := range errorCodes {
 		counter(c.rejected, st.Rejected[code], string(code))
 		delete(st.Rejected, code)

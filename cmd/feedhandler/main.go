@@ -81,7 +81,8 @@ type Settings struct {
 	NATSURL          string        `flag:"nats-url" default:"" help:"external NATS server or cluster to serve recovery on (empty: run an embedded server on --nats-listen)"`
 	NATSListen       string        `flag:"nats-listen" default:"127.0.0.1:4222" help:"address of the embedded NATS server (port 0: a free port)"`
 	NATSUsers        string        `flag:"nats-users" default:"" help:"embedded server users, name:password:role (feedhandler or subscriber), comma separated, or @FILE with one per line"`
-	NATSLive         bool          `flag:"nats-live" default:"true" help:"also publish every datagram on tickcast.FEED.live.CH for subscribers without multicast (with the embedded server, only while a subscriber listens)"`
+	NATSLive         bool          `flag:"nats-live" default:"true" help:"also publish every datagram on tickcast.FEED.live.CH for subscribers without multicast, a channel's only while it is wanted: while a consumer announces demand on tickcast.FEED.demand.CH (subscriber --transport nats does) or, with the embedded server, while anyone subscribes"`
+	NATSLiveAlways   bool          `flag:"nats-live-always" help:"with --nats-live, publish every datagram on the live subjects whether or not anyone wants it, for consumers on an external NATS server that cannot announce demand (costs the host's multicast subscribers latency at high rates)"`
 	Linger           time.Duration `flag:"linger" default:"5s" help:"after end of session, keep serving recovery (and repeating end of session) this long; also after SIGTERM or an interrupt, which end the session (a second one ends the linger at once)"`
 	StoreMessages    int           `flag:"store-messages" default:"1048576" help:"retransmission store limit per channel, in messages"`
 	StoreBytes       int           `flag:"store-bytes" default:"67108864" help:"retransmission store limit per channel, in message bytes"`
@@ -165,7 +166,7 @@ var flagOf = map[string]string{
 	"NATSListen": "nats-listen", "NATSUsers": "nats-users", "StoreMessages": "store-messages",
 	"StoreBytes": "store-bytes", "MaxRetransmit": "max-retransmit", "RateLimit": "rate-limit",
 	"RepairWindow": "repair-window", "RecoveryQueue": "recovery-queue", "Watch": "watch-groups",
-	"MetricsAddr": "metrics-addr", "NATSLive": "nats-live", "Line": "line", "SessionRecord": "session-record",
+	"MetricsAddr": "metrics-addr", "NATSLive": "nats-live", "NATSLiveAlways": "nats-live-always", "Line": "line", "SessionRecord": "session-record",
 	"PeerTimeout": "peer-timeout",
 }
 
@@ -176,7 +177,7 @@ var flagOf = map[string]string{
 var flagOverrides = map[string]string{
 	"Rate":        "the daemon paces a synthetic feed at a rate a newcomer's machine sustains; a library caller's source sets its own pace",
 	"Linger":      "the daemon serves recovery after end of session, so that subscribers recover the session's tail; an embedding program decides its own lifetime",
-	"NATSLive":    "the daemon serves subscribers without multicast out of the box; with the embedded server it costs nothing while nobody listens",
+	"NATSLive":    "the daemon serves subscribers without multicast out of the box; it costs one atomic load per datagram while nobody wants it",
 	"MetricsAddr": "the daemon is scraped by Prometheus on the documented port; a library caller may have its own metrics endpoint",
 }
 
@@ -200,7 +201,7 @@ func (s *Settings) config() (fh.Config, error) {
 		SourceName: s.Source, Channels: s.Channels, Transport: s.Transport, TTL: s.TTL,
 		MaxDatagram: s.MaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
 		Rate: s.Rate, Speed: s.Speed, PaceSpin: s.PaceSpin, Duration: s.Duration, Linger: s.Linger, LingerOnStop: true,
-		FeedName: s.FeedName, NATSURL: s.NATSURL, NATSListen: s.NATSListen, NATS: s.Flags, NATSLive: s.NATSLive,
+		FeedName: s.FeedName, NATSURL: s.NATSURL, NATSListen: s.NATSListen, NATS: s.Flags, NATSLive: s.NATSLive, NATSLiveAlways: s.NATSLiveAlways,
 		StoreMessages: s.StoreMessages, StoreBytes: s.StoreBytes, MaxRetransmit: s.MaxRetransmit, RateLimit: s.RateLimit,
 		RepairWindow: s.RepairWindow, RecoveryQueue: s.RecoveryQueue, Watch: s.WatchGroups, MetricsAddr: s.MetricsAddr,
 		Line: s.Line, SessionRecord: s.SessionRecord, PeerTimeout: s.PeerTimeout,

@@ -58,6 +58,7 @@ func TestBadSettingsExit2(t *testing.T) {
 		{[]string{"--repair-window", "0s"}, nil, "repair-window"},
 		{[]string{"--repair-window", "2m"}, nil, "repair-window"},
 		{[]string{"--recovery-queue", "two words"}, nil, "recovery-queue"},
+		{[]string{"--nats-live=false", "--nats-live-always"}, nil, "nats-live-always"},
 		{[]string{"--no-such-flag"}, nil, "no-such-flag"},
 		{[]string{"stray"}, nil, "stray"},
 		{nil, map[string]string{"TICKCAST_CHANNELS": "many"}, "TICKCAST_CHANNELS"},

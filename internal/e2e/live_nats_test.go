@@ -20,7 +20,12 @@ import (
 // The test runs its own NATS server, which both programs are pointed at, so
 // that the subscribers' subscriptions are in place before the feed handler
 // publishes its first datagram (with the feed handler's embedded server they
-// could only connect once it is up, and miss the start).
+// could only connect once it is up, and miss the start). The feed handler
+// publishes the live subjects always (--nats-live-always): on demand, it
+// would learn of the subscribers only from their next demand, up to a
+// second into the run, and the lossy subscriber, which recovers nothing,
+// would miss the start on top of the injected losses. The full subscriber
+// checks the demand too: its receivers' demands reach the feed handler.
 //
 // With -short (the race run, where every program is several times slower)
 // it publishes 50,000 messages at 25,000 msg/s instead of 200,000 at
@@ -49,12 +54,16 @@ func TestLiveOverNATS(t *testing.T) {
 		"--recovery=false", "--verify", "--inject-loss", "0.05", "--inject-seed", "7", "--idle-timeout", "3s")
 	full.waitLog(t, `"subscribed"`, 10*time.Second)
 	lossy.waitLog(t, `"subscribed"`, 10*time.Second)
-	fh := start(t, ctx, feedhandlerBin, "--nats-url", url, "--count", strconv.Itoa(count), "--rate", strconv.Itoa(rate), "--group", ga)
+	fh := start(t, ctx, feedhandlerBin, "--nats-url", url, "--nats-live-always", "--count", strconv.Itoa(count), "--rate", strconv.Itoa(rate), "--group", ga)
 	if code := fh.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("feedhandler exit %d\n%s", code, tail(fh.stderr.String()))
 	}
-	if d := num(t, fh.summary(t), "live_dropped"); d != 0 {
+	fs := fh.summary(t)
+	if d := num(t, fs, "live_dropped"); d != 0 {
 		t.Fatalf("the feed handler dropped %d datagrams from its full queue to NATS: the comparison needs a rate this machine sustains", d)
+	}
+	if num(t, fs, "live_skipped") != 0 || num(t, fs, "live_demands") == 0 {
+		t.Fatalf("--nats-live-always: live_skipped %d, live_demands %d; want none skipped, the subscribers' demands heard", num(t, fs, "live_skipped"), num(t, fs, "live_demands"))
 	}
 
 	code := full.wait(t, 20*time.Second)

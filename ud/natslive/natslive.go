@@ -19,6 +19,16 @@
 // sequence gap like any other and are recovered. Nothing is dropped
 // silently.
 //
+// Demand: the feed handler publishes a channel's live subject only while
+// someone wants it (docs/recovery.md, "Live over NATS"). A Receiver
+// announces its demand on the channel's demand subject, tickcast.FEED.
+// demand.CH, when it starts and then every Config.DemandEvery, as a NATS
+// request whose answer tells that a feed handler heard it (Demands counts
+// both). An unanswered demand is no error: the feed handler may start
+// later, and the receiver keeps asking. What is published before a demand
+// takes effect does not reach the receiver; the subscriber sees it as a
+// gap at the start and recovers it like any other.
+//
 // Allocations: the ring is allocated once by NewReceiver; the callback's
 // copy into a slot and the consumer's Peek, Release and Wait allocate
 // nothing. nats.go itself allocates a *nats.Msg and its payload for every
@@ -28,9 +38,11 @@
 package natslive
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"github.com/tickcast/tickcast/config"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +69,10 @@ const (
 	DefaultPendingBytes = 512 << 20
 	// DefaultFlushTimeout is the default Config.FlushTimeout.
 	DefaultFlushTimeout = 5 * time.Second
+	// DefaultDemandEvery is the default Config.DemandEvery, the feed
+	// handler's recovery.DemandEvery (its demand lease is five times as
+	// long).
+	DefaultDemandEvery = time.Second
 	// waitFreeTimeout bounds each wait of the callback for a free slot; the
 	// callback re-checks whether the receiver was closed between waits.
 	waitFreeTimeout = 100 * time.Millisecond
@@ -86,6 +102,15 @@ type Config struct {
 	// Notifier, when set, is signalled after each datagram is published
 	// (see ud.Ring.SetNotifier).
 	Notifier *ud.Notifier
+	// DemandSubject is where the receiver announces its demand for the
+	// live subject; empty: the live subject's demand subject when it is a
+	// feed handler's, tickcast.FEED.live.CH → tickcast.FEED.demand.CH
+	// (DemandSubject), else none.
+	DemandSubject string
+	// DemandEvery is how often the receiver repeats its demand; default
+	// DefaultDemandEvery; -1: it announces none (a feed handler that
+	// publishes always, or that sees its subscribers, needs none).
+	DemandEvery time.Duration
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -95,6 +120,7 @@ func (c Config) withDefaults() Config {
 	config.Default(&c.PendingMsgs, DefaultPendingMsgs)
 	config.Default(&c.PendingBytes, DefaultPendingBytes)
 	config.Default(&c.FlushTimeout, DefaultFlushTimeout)
+	config.Default(&c.DemandEvery, DefaultDemandEvery)
 	return c
 }
 
@@ -117,6 +143,10 @@ func (c Config) validate() error {
 		return check.Invalid("PendingBytes", c.PendingBytes, "want a positive limit, 0 (default) or -1 (no limit)")
 	case c.FlushTimeout < 0:
 		return check.Invalid("FlushTimeout", c.FlushTimeout, "must not be negative")
+	case c.DemandEvery < 0 && c.DemandEvery != -1:
+		return check.Invalid("DemandEvery", c.DemandEvery, "want a positive interval, 0 (default) or -1 (no demand)")
+	case strings.ContainsAny(c.DemandSubject, " \t\r\n*>"):
+		return check.Invalid("DemandSubject", c.DemandSubject, "want a NATS subject without white space or wildcards")
 	}
 	return nil
 }
@@ -146,6 +176,29 @@ type Receiver struct {
 	// dropped is the latest slow-consumer drop count read from the
 	// subscription, kept so that Stats still reports it after Close.
 	dropped atomic.Uint64
+
+	// The demand announcer: demand is its subject ("" without one);
+	// stopDemand ends it, demandDone is closed when it has returned.
+	demand             string
+	stopDemand         context.CancelFunc
+	demandDone         chan struct{}
+	demandsSent, heard atomic.Uint64
+}
+
+// DemandSubject returns the demand subject of a feed handler's live
+// subject, tickcast.FEED.demand.CH for tickcast.FEED.live.CH (as
+// recovery.DemandSubject names it), or "" when live is not of that form.
+func DemandSubject(live string) string {
+	t := strings.Split(live, ".")
+	if len(t) != 4 || t[0] != "tickcast" || t[1] == "" || t[2] != "live" || t[3] == "" {
+		return ""
+	}
+	for _, c := range t[3] {
+		if c < '0' || c > '9' {
+			return ""
+		}
+	}
+	return "tickcast." + t[1] + ".demand." + t[3]
 }
 
 var _ ud.Receiver = (*Receiver)(nil)
@@ -194,7 +247,55 @@ func NewReceiver(nc *nats.Conn, subject string, cfg Config) (*Receiver, error) {
 			return nil, fmt.Errorf("natslive: subscribe to %q: server did not confirm within %v: %w", subject, c.FlushTimeout, err)
 		}
 	}
+	r.demand = c.DemandSubject
+	if r.demand == "" {
+		r.demand = DemandSubject(subject)
+	}
+	if r.demand != "" && c.DemandEvery > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		r.stopDemand, r.demandDone = cancel, make(chan struct{})
+		go r.announce(ctx, nc)
+	}
 	return r, nil
+}
+
+// announce sends a demand request now (the subscription is in place) and
+// then every Config.DemandEvery, until ctx is done. Each request waits for
+// its answer at most one interval; no answer is counted, nothing more.
+func (r *Receiver) announce(ctx context.Context, nc *nats.Conn) {
+	defer close(r.demandDone)
+	t := time.NewTicker(r.cfg.DemandEvery)
+	defer t.Stop()
+	for {
+		r.demandsSent.Add(1)
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.DemandEvery)
+		m, err := nc.RequestWithContext(rctx, r.demand, nil)
+		cancel()
+		if err == nil && m.Header.Get("Tickcast-Error") == "" {
+			r.heard.Add(1)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Demands returns how many demand messages the receiver has sent, and how
+// many of them a feed handler answered. Both stay 0 without a demand
+// subject (see Config.DemandSubject).
+func (r *Receiver) Demands() (sent, answered uint64) {
+	return r.demandsSent.Load(), r.heard.Load()
+}
+
+// Demand returns the subject the receiver announces its demand on, or ""
+// when it announces none.
+func (r *Receiver) Demand() string {
+	if r.stopDemand == nil {
+		return ""
+	}
+	return r.demand
 }
 
 // onMsg is the subscription's callback, the ring's only producer. It runs on
@@ -275,13 +376,17 @@ func (r *Receiver) readDropped() {
 	}
 }
 
-// Close unsubscribes and closes the ring: a callback waiting for a free slot
+// Close stops announcing demand, unsubscribes and closes the ring: a callback waiting for a free slot
 // returns, and the consumer may drain the datagrams already received, after
 // which Wait returns ud.ErrClosed. Close is idempotent; it does not close the
 // NATS connection, which belongs to the caller. Unsubscribing from a
 // connection that is already closed is not an error.
 func (r *Receiver) Close() error {
 	r.closeOnce.Do(func() {
+		if r.stopDemand != nil {
+			r.stopDemand()
+			<-r.demandDone
+		}
 		r.readDropped()
 		r.closed.Store(true)
 		r.ring.Close()

@@ -361,6 +361,8 @@ func TestConfigErrors(t *testing.T) {
 		{Config{PendingMsgs: -2}, "Config.PendingMsgs -2"},
 		{Config{PendingBytes: -5}, "Config.PendingBytes -5"},
 		{Config{FlushTimeout: -time.Second}, "Config.FlushTimeout -1s"},
+		{Config{DemandEvery: -2}, "Config.DemandEvery -2ns"},
+		{Config{DemandSubject: "tickcast.x.demand.*"}, "Config.DemandSubject"},
 	} {
 		_, err := NewReceiver(rc, subject, c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -387,7 +389,8 @@ func TestConfigErrors(t *testing.T) {
 // allocate nothing.
 func TestNoAllocs(t *testing.T) {
 	rc, _ := startNATS(t)
-	r := newReceiver(t, rc, Config{RingSlots: 64, MaxDatagram: 1472})
+	// No demand announcer: its requests would count as allocations.
+	r := newReceiver(t, rc, Config{RingSlots: 64, MaxDatagram: 1472, DemandEvery: -1})
 	r.sub.Unsubscribe() // deliver is driven by the test alone
 	msg := datagram(1, 1400)
 	const perRound = 100
