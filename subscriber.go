@@ -304,6 +304,9 @@ type Subscriber struct {
 	foreign, malformed, packets, ended, instGaps uint64
 
 	lastPoll int64 // when Poll last ran (Now)
+	// stallNs is pollStall in ns; tests raise it to see what the readiness
+	// marks do without the stall's reset.
+	stallNs int64
 
 	snap  statsSnapshot // the counters as last published for other goroutines (StatsSnapshot)
 	relNs int64         // release time given to the Observer: the clock read before the packet's messages are released
@@ -353,7 +356,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Subscriber{cfg: cfg, notify: ud.NewNotifier(), byIdx: make([]*subChannel, cfg.Channels)}
+	s := &Subscriber{cfg: cfg, notify: ud.NewNotifier(), byIdx: make([]*subChannel, cfg.Channels), stallNs: int64(pollStall)}
 	s.apply = s.applyRecovered // one method value, not one per Poll
 	want := newSymbolSet(cfg.Symbols)
 	if cfg.Recovery != nil {
@@ -507,7 +510,7 @@ func (s *Subscriber) Poll(h Handler, max int) int {
 	s.h = h
 	released := uint64(0)
 	now := Now()
-	if s.lastPoll != 0 && now-s.lastPoll > int64(pollStall) {
+	if s.lastPoll != 0 && now-s.lastPoll > s.stallNs {
 		// This goroutine was held (a slow handler, a blocking recovery
 		// call, the scheduler): the epoll readiness marks are old. Ask
 		// every socket before judging any channel silent.
@@ -838,6 +841,10 @@ func (s *Subscriber) Run(ctx context.Context, h Handler, stop func() bool) error
 			return nil
 		}
 		if n > 0 {
+			// Busy: the readiness marks are as old as the last wait.
+			// Refresh them, or a socket found empty once is not read
+			// again while another channel keeps this loop busy.
+			s.notify.Refresh()
 			continue
 		}
 		// The timeout bounds how late deadlines and stop are checked on an

@@ -173,6 +173,30 @@ func (n *Notifier) Wait(timeout time.Duration, done <-chan struct{}, poll func()
 	return true
 }
 
+// Refresh asks epoll, without waiting, which watched descriptors are
+// readable, and marks them ready. A consumer that keeps finding work never
+// waits, so a mark it cleared (a socket found empty) would stay cleared
+// while that socket fills, for as long as another one keeps it busy: a
+// convoy in which one channel's backlog starves the others. The consumer
+// calls Refresh between busy polls. It costs one system call. Consumer
+// only.
+func (n *Notifier) Refresh() {
+	if n.epfd < 0 {
+		return
+	}
+	k, err := unix.EpollWait(n.epfd, n.events, 0)
+	if err != nil {
+		return // EINTR: the next refresh or wait asks again
+	}
+	for _, ev := range n.events[:k] {
+		if ev.Fd == wakeData {
+			_, _ = unix.Read(n.evfd, n.evbuf[:])
+			continue
+		}
+		n.ready[ev.Fd] = true
+	}
+}
+
 func (n *Notifier) epollWait(timeout time.Duration, done <-chan struct{}) bool {
 	select {
 	case <-done:

@@ -39,6 +39,19 @@ const (
 	EventError = "error"
 )
 
+// Routine reports whether a connection event is routine, to be logged at
+// info level rather than as a warning: the connection coming up, and a
+// disconnection or close without an error (the program closing it).
+func Routine(event string, err error) bool {
+	switch event {
+	case EventConnected, EventReconnected:
+		return true
+	case EventDisconnected, EventClosed:
+		return err == nil
+	}
+	return false
+}
+
 // ConnConfig says how to reach and authenticate to NATS. At most one of
 // User/Password, Token, NKeySeedFile and CredsFile may be used.
 type ConnConfig struct {

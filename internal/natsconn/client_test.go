@@ -349,3 +349,28 @@ func TestRedactURL(t *testing.T) {
 		t.Errorf("redactURL kept the password: %s", got)
 	}
 }
+
+// TestRoutine: the connection coming up and closing without an error are
+// routine; a loss with an error, a failed reconnect and an asynchronous
+// error are not.
+func TestRoutine(t *testing.T) {
+	lost := errors.New("EOF")
+	for _, c := range []struct {
+		event string
+		err   error
+		want  bool
+	}{
+		{EventConnected, nil, true},
+		{EventReconnected, nil, true},
+		{EventDisconnected, nil, true},
+		{EventClosed, nil, true},
+		{EventDisconnected, lost, false},
+		{EventClosed, lost, false},
+		{EventReconnectFailed, lost, false},
+		{EventError, lost, false},
+	} {
+		if got := Routine(c.event, c.err); got != c.want {
+			t.Errorf("Routine(%q, %v) = %v, want %v", c.event, c.err, got, c.want)
+		}
+	}
+}
