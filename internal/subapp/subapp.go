@@ -473,7 +473,11 @@ func (a *App) connect(cfg recovery.ClientConfig) error {
 	a.met.nats = natsconn.NewMetrics()
 	cc.Metrics = a.met.nats
 	a.nc, err = natsconn.Connect(cc, func(event string, err error) {
-		a.log.Warn().Str("event", event).Err(err).Msg("nats")
+		e := a.log.Warn()
+		if natsconn.Routine(event, err) {
+			e = a.log.Info()
+		}
+		e.Str("event", event).Err(err).Msg("nats")
 	})
 	if err != nil {
 		return err
