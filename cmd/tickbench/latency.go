@@ -395,13 +395,15 @@ func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) lat
 			}
 			defer stopServer(srv)
 			ns.url = url
-		} else if env.liveSub {
-			// The live subscriber starts first and connects once the
-			// feed handler's server listens on this port.
+		} else {
+			// The embedded server on a port known in advance: the
+			// subscriber (and the live subscriber) start first and
+			// connect once the feed handler's server listens, as with
+			// the demo.
 			if ns.listen, err = freeTCPAddr(); err != nil {
 				return err
 			}
-			ns.live = true
+			ns.live = env.liveSub
 		}
 		var live *proc
 		if env.liveSub {

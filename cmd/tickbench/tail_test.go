@@ -130,8 +130,9 @@ func TestSubSplit(t *testing.T) {
 	}
 }
 
-// TestNATSSideArgs checks the flags of each deployment: the embedded one as
-// tickbench always ran it, the external one with nothing but --nats-url
+// TestNATSSideArgs checks the flags of each deployment: the embedded one on
+// a port the kernel picks (recovery and live copy off), the embedded one on
+// a chosen port and the external one with nothing but the server's address
 // (recovery and the live copy at their defaults, on).
 func TestNATSSideArgs(t *testing.T) {
 	for _, c := range []struct {
@@ -140,7 +141,8 @@ func TestNATSSideArgs(t *testing.T) {
 		fhNot, subN string
 	}{
 		{natsSide{}, "--linger 0s --metrics-addr= --nats-listen 127.0.0.1:0 --nats-live=false", "--recovery=false --metrics-addr=", "--nats-url", "--nats-url"},
-		{natsSide{listen: "127.0.0.1:4999", live: true}, "--nats-listen 127.0.0.1:4999", "--recovery=false", "--nats-live", "--nats-url"},
+		{natsSide{listen: "127.0.0.1:4999", live: true}, "--nats-listen 127.0.0.1:4999", "--nats-url nats://127.0.0.1:4999", "--nats-live", "--recovery"},
+		{natsSide{listen: "127.0.0.1:4999"}, "--nats-listen 127.0.0.1:4999", "--nats-url nats://127.0.0.1:4999", "--nats-live", "--recovery"},
 		{natsSide{url: "nats://127.0.0.1:4998"}, "--linger 0s --metrics-addr= --nats-url nats://127.0.0.1:4998", "--nats-url nats://127.0.0.1:4998 --metrics-addr=",
 			"--nats-live", "--recovery"},
 	} {

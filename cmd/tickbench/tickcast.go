@@ -27,17 +27,20 @@ const (
 )
 
 // natsSide is the NATS server a tickcast run uses, and so the flags that
-// keep the run to itself. The zero value is the embedded deployment as
-// tickbench has always run it.
+// keep the run to itself. The zero value is the embedded server on a port
+// chosen by the kernel, unknown to the subscriber (ping-pong and fan-out
+// runs): recovery off, no live copy.
 type natsSide struct {
 	// url is an external server's URL, given to both programs as
 	// --nats-url; empty: the feed handler's embedded server.
 	url string
 	// listen is the embedded server's --nats-listen; empty: a free port
-	// (127.0.0.1:0).
+	// (127.0.0.1:0). Set, the subscriber recovers from it (--nats-url) and
+	// the feed handler keeps its live NATS copy at the default: the
+	// embedded deployment as the demo and users run it.
 	listen string
 	// live keeps the embedded feed handler's live NATS copy on (its
-	// default), for a live subscriber (--live-sub).
+	// default) where listen is empty, for a live subscriber (--live-sub).
 	live bool
 }
 
@@ -45,29 +48,33 @@ type natsSide struct {
 // linger after the end of session (the summary line comes at once, and the
 // time window is measured from it) and no metrics listener. Embedded: the
 // server on a free port (none of the fixed 4222 that other runs on the
-// host may use) and no live copy of the feed on NATS (nobody reads it)
-// unless live. External: --nats-url and nothing else, so recovery, the
-// live copy (--nats-live, on by default) and the session record (auto:
-// none, as the server has no JetStream) are the defaults users run.
+// host may use); on a port the kernel picks, no live copy of the feed on
+// NATS (nobody could read it) unless live. External: --nats-url and
+// nothing else, so recovery, the live copy (--nats-live, on by default)
+// and the session record (auto: none, as the server has no JetStream) are
+// the defaults users run.
 func (n natsSide) fhArgs() []string {
 	a := []string{"--linger", "0s", "--metrics-addr="}
 	if n.url != "" {
 		return append(a, "--nats-url", n.url)
 	}
 	a = append(a, "--nats-listen", cmp.Or(n.listen, "127.0.0.1:0"))
-	if !n.live {
+	if n.listen == "" && !n.live {
 		a = append(a, "--nats-live=false")
 	}
 	return a
 }
 
-// subArgs are the subscriber's counterpart: no metrics listener; embedded,
-// no recovery (the feed handler's NATS port is not known in advance; a
-// loss is reported as missing); external, --nats-url and recovery on, its
-// default.
+// subArgs are the subscriber's counterpart: no metrics listener; with a
+// known server (external, or embedded on a chosen port), --nats-url and
+// recovery on, its default; embedded on a port the kernel picks, no
+// recovery (a loss is reported as missing).
 func (n natsSide) subArgs() []string {
-	if n.url != "" {
+	switch {
+	case n.url != "":
 		return []string{"--nats-url", n.url, "--metrics-addr="}
+	case n.listen != "":
+		return []string{"--nats-url", "nats://" + n.listen, "--metrics-addr="}
 	}
 	return []string{"--recovery=false", "--metrics-addr="}
 }
