@@ -848,7 +848,9 @@ func (s *Server) session(m *nats.Msg) {
 	}
 	session, ok := c.Session()
 	if !ok {
-		s.reject(m, &ReplyError{Code: CodeUnknownSession, Reason: fmt.Sprintf("channel %d has not started a session yet", ch)})
+		// Routine: subscribers ask as they start, often before the first
+		// packet.
+		s.rejectAt(m, &ReplyError{Code: CodeUnknownSession, Reason: fmt.Sprintf("channel %d has not started a session yet", ch)}, zerolog.DebugLevel)
 		return
 	}
 	hdr := nats.Header{}
@@ -885,6 +887,18 @@ func (s *Server) send(reply string, parts [][]byte, extra nats.Header) error {
 
 // reject sends an error reply and counts it.
 func (s *Server) reject(m *nats.Msg, e *ReplyError) {
+	level := zerolog.WarnLevel
+	if e.Code == CodeNotYet {
+		// Nothing there yet: the answer to a probe past a quiet stream's
+		// end, or to a request that another feed handler of the feed is
+		// ahead of this one for; routine, not a fault.
+		level = zerolog.DebugLevel
+	}
+	s.rejectAt(m, e, level)
+}
+
+// rejectAt is reject with the level its log line takes.
+func (s *Server) rejectAt(m *nats.Msg, e *ReplyError, level zerolog.Level) {
 	s.mu.Lock()
 	s.rejected[e.Code]++
 	logIt := time.Since(s.lastLog) > 200*time.Millisecond
@@ -893,7 +907,7 @@ func (s *Server) reject(m *nats.Msg, e *ReplyError) {
 	}
 	s.mu.Unlock()
 	if logIt {
-		s.cfg.Log.Warn().Str("code", string(e.Code)).Str("subject", m.Subject).Str("reply", m.Reply).Msg(e.Reason)
+		s.cfg.Log.WithLevel(level).Str("code", string(e.Code)).Str("subject", m.Subject).Str("reply", m.Reply).Msg(e.Reason)
 	}
 	if m.Reply == "" {
 		return

@@ -18,6 +18,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -362,8 +363,9 @@ func publish(ctx context.Context, abort <-chan struct{}, s *Settings, cfg fh.Con
 	}()
 	// In demo mode the subscriber joins before the first packet is sent.
 	var demoDone chan int
+	var demoOut bytes.Buffer // the demo subscriber's summary line, also on stdout
 	if s.Demo {
-		if demoDone, err = startDemo(s, h.NATSURL(), cfg.Log, stdout); err != nil {
+		if demoDone, err = startDemo(s, h.NATSURL(), cfg.Log, io.MultiWriter(stdout, &demoOut)); err != nil {
 			cfg.Log.Error().Err(err).Msg("demo subscriber")
 			return 1
 		}
@@ -383,7 +385,38 @@ func publish(ctx context.Context, abort <-chan struct{}, s *Settings, cfg fh.Con
 	if subCode := <-demoDone; code == 0 {
 		code = subCode
 	}
+	demoLatency(cfg.Log, demoOut.Bytes())
 	return code
+}
+
+// demoLatency logs the --demo subscriber's latency percentiles, read from
+// its summary line, with what to expect of them.
+func demoLatency(log zerolog.Logger, summary []byte) {
+	var sum struct {
+		Count uint64  `json:"latency_count"`
+		P50   float64 `json:"latency_p50_us"`
+		P99   float64 `json:"latency_p99_us"`
+		P999  float64 `json:"latency_p999_us"`
+	}
+	if err := json.Unmarshal(summary, &sum); err != nil || sum.Count == 0 {
+		return // no summary (the subscriber failed, and said why)
+	}
+	log.Info().Uint64("messages", sum.Count).Float64("p50_us", sum.P50).Float64("p99_us", sum.P99).Float64("p999_us", sum.P999).
+		Msgf("demo latency, the feed handler's send stamp to the subscriber's handler: p50 %s, p99 %s, p99.9 %s. %s",
+			micros(sum.P50), micros(sum.P99), micros(sum.P999), demoExpect)
+}
+
+// demoExpect says what the demo's percentiles look like on an idle host.
+const demoExpect = "On an idle host expect p50 in the tens of microseconds and p99 and p99.9 within a few times " +
+	"the host's own floor for a datagram through the kernel (a few hundred µs to a few ms on two cores); " +
+	"tens of ms mean other work took the cores. docs/bench.md has measured figures"
+
+// micros formats a duration in microseconds as µs or ms.
+func micros(us float64) string {
+	if us >= 1000 {
+		return fmt.Sprintf("%.2f ms", us/1000)
+	}
+	return fmt.Sprintf("%.1f µs", us)
 }
 
 // startDemo starts the --demo subscriber: the subscriber's defaults, joined
