@@ -29,6 +29,10 @@ const (
 	// EventReconnectFailed: an attempt to (re)connect failed; repeats of
 	// the same error are reported at most every 10 s.
 	EventReconnectFailed = "reconnect-failed"
+	// EventWaiting: an attempt at the first connection failed within
+	// FirstConnectGrace of Connect: the server may still be starting (a
+	// program started beside it). Later failures are EventReconnectFailed.
+	EventWaiting = "waiting"
 	// EventReconnected: the connection is up again (err nil).
 	EventReconnected = "reconnected"
 	// EventClosed: the connection is closed for good (err is its last
@@ -39,12 +43,16 @@ const (
 	EventError = "error"
 )
 
+// FirstConnectGrace is how long after Connect a failed first connection is
+// reported as EventWaiting (routine) rather than EventReconnectFailed.
+const FirstConnectGrace = 10 * time.Second
+
 // Routine reports whether a connection event is routine, to be logged at
 // info level rather than as a warning: the connection coming up, and a
 // disconnection or close without an error (the program closing it).
 func Routine(event string, err error) bool {
 	switch event {
-	case EventConnected, EventReconnected:
+	case EventConnected, EventReconnected, EventWaiting:
 		return true
 	case EventDisconnected, EventClosed:
 		return err == nil
@@ -146,14 +154,14 @@ func (cfg ConnConfig) options(log func(event string, err error)) ([]nats.Option,
 	if wait == 0 {
 		wait = DefaultReconnectWait
 	}
-	rl := &reconnectLog{log: log}
+	rl := &reconnectLog{log: log, start: time.Now()}
 	opts := []nats.Option{
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(wait),
 		// Reconnect forever: an authentication failure after a server
 		// restart is reported and retried, not final.
 		nats.IgnoreAuthErrorAbort(),
-		nats.ConnectHandler(func(nc *nats.Conn) { cfg.Metrics.up(nc, false); log(EventConnected, nil) }),
+		nats.ConnectHandler(func(nc *nats.Conn) { rl.connected(); cfg.Metrics.up(nc, false); log(EventConnected, nil) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { cfg.Metrics.down(); log(EventDisconnected, err) }),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { rl.failed(err) }),
 		nats.ReconnectHandler(func(nc *nats.Conn) { rl.reset(); cfg.Metrics.up(nc, true); log(EventReconnected, nil) }),
@@ -289,10 +297,12 @@ func redactURL(s string) string {
 // reconnectLog reports reconnect failures, collapsing runs of the same
 // error to one report every reconnectLogEvery.
 type reconnectLog struct {
-	log  func(string, error)
-	mu   sync.Mutex
-	last string
-	at   time.Time
+	log   func(string, error)
+	start time.Time // when Connect was called
+	mu    sync.Mutex
+	last  string
+	at    time.Time
+	up    bool // the first connection was made
 }
 
 func (r *reconnectLog) failed(err error) {
@@ -302,10 +312,20 @@ func (r *reconnectLog) failed(err error) {
 	if report {
 		r.last, r.at = msg, time.Now()
 	}
+	event := EventReconnectFailed
+	if !r.up && time.Since(r.start) < FirstConnectGrace {
+		event = EventWaiting
+	}
 	r.mu.Unlock()
 	if report {
-		r.log(EventReconnectFailed, err)
+		r.log(event, err)
 	}
+}
+
+func (r *reconnectLog) connected() {
+	r.mu.Lock()
+	r.up = true
+	r.mu.Unlock()
 }
 
 func (r *reconnectLog) reset() {

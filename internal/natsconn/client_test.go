@@ -281,7 +281,7 @@ func TestRetryOnFailedConnect(t *testing.T) {
 	if st := nc.Status(); st != nats.RECONNECTING {
 		t.Errorf("status %v, want RECONNECTING", st)
 	}
-	rec.waitFor(EventReconnectFailed, nil)
+	rec.waitFor(EventWaiting, nil)
 	// What is published meanwhile is buffered and delivered.
 	sub, err := nc.SubscribeSync("tickcast.tickcast.live.1")
 	if err != nil {
@@ -362,6 +362,7 @@ func TestRoutine(t *testing.T) {
 	}{
 		{EventConnected, nil, true},
 		{EventReconnected, nil, true},
+		{EventWaiting, lost, true},
 		{EventDisconnected, nil, true},
 		{EventClosed, nil, true},
 		{EventDisconnected, lost, false},

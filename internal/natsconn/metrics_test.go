@@ -99,7 +99,7 @@ func TestMetricsRetryOnFailedConnect(t *testing.T) {
 	m := NewMetrics()
 	port := testenv.FreePorts(t, 1)[0]
 	_, rec := connect(t, ConnConfig{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), ReconnectWait: 50 * time.Millisecond, Metrics: m})
-	rec.waitFor(EventReconnectFailed, nil)
+	rec.waitFor(EventWaiting, nil)
 	waitScrape(t, m, map[string]float64{"tickcast_nats_connected{}": 0, "tickcast_nats_reconnects_total{}": 0})
 	s := startServer(t, ServerConfig{Port: port})
 	rec.waitFor(EventConnected, nil)
