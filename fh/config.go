@@ -314,6 +314,10 @@ func (c *Config) validateRecovery() error {
 		return invalid("StoreMessages", c.StoreMessages, "must be positive")
 	case c.StoreBytes < 65535:
 		return invalid("StoreBytes", c.StoreBytes, "at least 65535, so any message fits")
+	case storesTooBig(c):
+		need := int64(c.Channels) * recovery.StoreBytes(recovery.StoreConfig{MaxMessages: c.StoreMessages, MaxBytes: c.StoreBytes})
+		return invalid("StoreBytes", c.StoreBytes, "with stores of %d messages, %d channels take %d MiB at start, more than this host's %d MiB",
+			c.StoreMessages, c.Channels, need>>20, recovery.HostMemory()>>20)
 	case c.MaxRetransmit < 1 || c.MaxRetransmit > mold.MaxCount:
 		return invalid("MaxRetransmit", c.MaxRetransmit, "want 1..%d", mold.MaxCount)
 	case c.RateLimit < 0:
@@ -358,3 +362,12 @@ func splitListen(listen string) (string, int, error) {
 // Defaults returns the configuration New runs with when every field is left
 // zero (Source aside): each field set to its default.
 func Defaults() Config { return Config{}.withDefaults() }
+
+// storesTooBig reports whether the channels' retransmission stores, each
+// allocated at its limits when the feed handler starts, would take more
+// than the host's memory.
+func storesTooBig(c *Config) bool {
+	host := recovery.HostMemory()
+	per := recovery.StoreBytes(recovery.StoreConfig{MaxMessages: c.StoreMessages, MaxBytes: c.StoreBytes})
+	return host > 0 && c.Channels > 0 && per > host/int64(c.Channels)
+}

@@ -16,13 +16,6 @@ const (
 	DefaultMaxBytes = 64 << 20
 )
 
-// Initial ring sizes; the rings double from these up to the configured
-// limits.
-const (
-	initialEntries = 1 << 12
-	initialBytes   = 1 << 18
-)
-
 // StoreConfig configures the retransmission store of a Channel.
 type StoreConfig struct {
 	// MaxMessages is the most messages the store holds; older ones are
@@ -33,6 +26,11 @@ type StoreConfig struct {
 	// be at least mold.MaxMessageLen so that any message fits.
 	MaxBytes int
 }
+
+// The store allocates both rings at their limits when it is made: 16
+// bytes per message of MaxMessages plus MaxBytes (StoreBytes; 80 MiB at
+// the defaults), resident as the store fills. A store larger than the
+// host's memory is refused.
 
 var storeCheck = config.Checker{Pkg: "recovery", Struct: "StoreConfig"}
 
@@ -52,6 +50,10 @@ func (c StoreConfig) validate() error {
 		return storeCheck.Invalid("MaxBytes", c.MaxBytes, "below %d, the largest message a packet can carry", mold.MaxMessageLen)
 	case int64(c.MaxBytes) > maxStoreLimit:
 		return storeCheck.Invalid("MaxBytes", c.MaxBytes, "above 2^40")
+	}
+	if need, host := StoreBytes(c), HostMemory(); host > 0 && need > host {
+		return storeCheck.Invalid("MaxBytes", c.MaxBytes, "with MaxMessages %d the store allocates %d bytes at start, more than this host's memory (%d bytes)",
+			c.MaxMessages, need, host)
 	}
 	return nil
 }
@@ -146,12 +148,13 @@ type entry struct {
 // evicted message gets a *TooOldError naming the oldest sequence still held;
 // the subscriber then loads the snapshot instead.
 //
-// Growth: both rings start small (initialEntries, initialBytes) and double,
-// up to MaxMessages and MaxBytes, while the store fills, so a channel that
-// carries little traffic does not pin the full budget. A growth lays the
-// held messages out again from the start of the new ring; it happens at
-// most a few dozen times in a store's life. Once the rings reach their
-// limits, put allocates nothing.
+// Memory: both rings are allocated at their limits (MaxMessages entries of
+// 16 bytes, MaxBytes bytes) when the store is made, before anything is
+// published, and never grow: an append never allocates, copies the held
+// messages or waits on the garbage collector for a large allocation. The
+// rings hold no pointers, so the collector never scans them. Pages the
+// store has not written yet are not resident: a channel that carries
+// little traffic holds little memory, and a busy one holds its limits.
 //
 // A new session (the feed handler restarted the stream) resets the ring;
 // its first packet must start at sequence 1. Packets must continue the
@@ -173,8 +176,8 @@ type ring struct {
 // its defaults set.
 func (r *ring) init(cfg StoreConfig) {
 	r.cfg = cfg
-	r.entries = make([]entry, min(cfg.MaxMessages, initialEntries))
-	r.buf = make([]byte, min(cfg.MaxBytes, initialBytes))
+	r.entries = make([]entry, cfg.MaxMessages)
+	r.buf = make([]byte, cfg.MaxBytes)
 	r.oldest, r.next = 1, 1
 }
 
@@ -220,27 +223,16 @@ func (r *ring) reset(session mold.Session) {
 
 func (r *ring) count() uint64 { return r.next - r.oldest }
 
-// put appends msg as sequence r.next, evicting or growing as needed.
+// put appends msg as sequence r.next, evicting as needed.
 func (r *ring) put(msg []byte) {
 	n := uint64(len(msg))
 	if r.count() == uint64(len(r.entries)) {
-		if len(r.entries) < r.cfg.MaxMessages {
-			r.growEntries()
-		} else {
-			r.evict()
-		}
+		r.evict()
 	}
 	size := uint64(len(r.buf))
 	start := r.place(n)
-	if r.count() > 0 && start+n-r.entries[r.oldest%uint64(len(r.entries))].pos > size {
-		if len(r.buf) < r.cfg.MaxBytes {
-			r.growBytes(n)
-			size = uint64(len(r.buf))
-			start = r.place(n)
-		}
-		for r.count() > 0 && start+n-r.entries[r.oldest%uint64(len(r.entries))].pos > size {
-			r.evict()
-		}
+	for r.count() > 0 && start+n-r.entries[r.oldest%uint64(len(r.entries))].pos > size {
+		r.evict()
 	}
 	phys := start % size
 	copy(r.buf[phys:phys+n], msg)
@@ -266,37 +258,6 @@ func (r *ring) evict() {
 	e := &r.entries[r.oldest%uint64(len(r.entries))]
 	r.bytes -= int(e.n)
 	r.oldest++
-}
-
-// growEntries doubles the index ring (up to MaxMessages).
-func (r *ring) growEntries() {
-	ne := make([]entry, min(2*len(r.entries), r.cfg.MaxMessages))
-	for seq := r.oldest; seq < r.next; seq++ {
-		ne[seq%uint64(len(ne))] = r.entries[seq%uint64(len(r.entries))]
-	}
-	r.entries = ne
-}
-
-// growBytes grows the byte ring (doubling, up to MaxBytes) so that it can
-// hold the messages held plus one of n bytes, and lays the held messages out
-// from its start.
-func (r *ring) growBytes(n uint64) {
-	size := min(2*len(r.buf), r.cfg.MaxBytes)
-	for size < r.cfg.MaxBytes && uint64(size) < uint64(r.bytes)+n {
-		size = min(2*size, r.cfg.MaxBytes)
-	}
-	nb := make([]byte, size)
-	var pos uint64
-	old := uint64(len(r.buf))
-	for seq := r.oldest; seq < r.next; seq++ {
-		e := &r.entries[seq%uint64(len(r.entries))]
-		phys := e.pos % old
-		copy(nb[pos:], r.buf[phys:phys+uint64(e.n)])
-		e.pos = pos
-		pos += uint64(e.n)
-	}
-	r.buf = nb
-	r.w = pos
 }
 
 // read calls fn for each message of session with sequence from ..

@@ -157,8 +157,7 @@ func checkBoundaries(t *testing.T, s *Channel, session mold.Session, wantHeld in
 }
 
 func TestStoreEvictByCount(t *testing.T) {
-	// 100: the index ring never grows; 10000: it grows 4096 → 8192 → 10000
-	// while filling, then evicts.
+	// The index ring is allocated at its limit: it fills, then evicts.
 	for _, max := range []int{100, 10_000} {
 		t.Run(fmt.Sprint(max), func(t *testing.T) {
 			s := newTestChannel(t, StoreConfig{MaxMessages: max})
@@ -196,7 +195,7 @@ func TestStoreEvictByBytes(t *testing.T) {
 		maxBytes, msgLen int
 	}{
 		{mold.MaxMessageLen, 100}, // 655 per lap, 35-byte tail wasted
-		{1 << 20, 1000},           // grows from the initial ring first
+		{1 << 20, 1000},
 		{1<<20 + 7, 333},
 	} {
 		t.Run(fmt.Sprintf("%d/%d", tc.maxBytes, tc.msgLen), func(t *testing.T) {
@@ -230,7 +229,7 @@ func TestStoreWrapManyCycles(t *testing.T) {
 	// Random lengths 0..3000 (one in ten zero) in a byte ring: many laps,
 	// every tail wasted differently. Every held message is read back and
 	// compared with the original after every packet (the 64 KiB ring), or
-	// every few packets (the ring that first grows from 256 KiB).
+	// every few packets (the 1 MiB ring).
 	for _, tc := range []struct {
 		maxBytes, maxMessages, laps, every int
 	}{

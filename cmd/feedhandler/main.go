@@ -85,8 +85,8 @@ type Settings struct {
 	NATSLive         bool          `flag:"nats-live" default:"true" help:"also publish every datagram on tickcast.FEED.live.CH for subscribers without multicast, a channel's only while it is wanted: while a consumer announces demand on tickcast.FEED.demand.CH (subscriber --transport nats does) or, with the embedded server, while anyone subscribes"`
 	NATSLiveAlways   bool          `flag:"nats-live-always" help:"with --nats-live, publish every datagram on the live subjects whether or not anyone wants it, for consumers on an external NATS server that cannot announce demand (costs the host's multicast subscribers latency at high rates)"`
 	Linger           time.Duration `flag:"linger" default:"5s" help:"after end of session, keep serving recovery (and repeating end of session) this long; also after SIGTERM or an interrupt, which end the session (a second one ends the linger at once)"`
-	StoreMessages    int           `flag:"store-messages" default:"1048576" help:"retransmission store limit per channel, in messages"`
-	StoreBytes       int           `flag:"store-bytes" default:"67108864" help:"retransmission store limit per channel, in message bytes"`
+	StoreMessages    int           `flag:"store-messages" default:"1048576" help:"retransmission store limit per channel, in messages (16 bytes each, allocated at start)"`
+	StoreBytes       int           `flag:"store-bytes" default:"67108864" help:"retransmission store limit per channel, in message bytes; each channel's store takes this plus 16 bytes per --store-messages, allocated at start and resident as it fills (80 MiB at the defaults); more than the host's memory is refused"`
 	MaxRetransmit    int           `flag:"max-retransmit" default:"10000" help:"most messages one retransmit request may ask for"`
 	RateLimit        float64       `flag:"rate-limit" default:"1000000" help:"messages per second one requester may be sent"`
 	RepairWindow     time.Duration `flag:"repair-window" default:"250ms" help:"after publishing a repair on the feed's repair subject, answer requests for the same range this long with a pointer to it, not the messages again (docs/recovery.md)"`

@@ -162,10 +162,19 @@ func (cfg ConnConfig) options(log func(event string, err error)) ([]nats.Option,
 		// restart is reported and retried, not final.
 		nats.IgnoreAuthErrorAbort(),
 		nats.ConnectHandler(func(nc *nats.Conn) { rl.connected(); cfg.Metrics.up(nc, false); log(EventConnected, nil) }),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { cfg.Metrics.down(); log(EventDisconnected, err) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { rl.lost(err); cfg.Metrics.down(); log(EventDisconnected, err) }),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { rl.failed(err) }),
 		nats.ReconnectHandler(func(nc *nats.Conn) { rl.reset(); cfg.Metrics.up(nc, true); log(EventReconnected, nil) }),
-		nats.ClosedHandler(func(nc *nats.Conn) { cfg.Metrics.down(); log(EventClosed, nc.LastError()) }),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			cfg.Metrics.down()
+			// The last error of a connection that was healthy when it was
+			// closed is history (a server not up yet at the start).
+			err := nc.LastError()
+			if rl.healthy() {
+				err = nil
+			}
+			log(EventClosed, err)
+		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if sub != nil {
 				err = fmt.Errorf("subscription %q: %w", sub.Subject, err)
@@ -303,6 +312,7 @@ type reconnectLog struct {
 	last  string
 	at    time.Time
 	up    bool // the first connection was made
+	ok    bool // connected, and not lost since with an error
 }
 
 func (r *reconnectLog) failed(err error) {
@@ -324,12 +334,29 @@ func (r *reconnectLog) failed(err error) {
 
 func (r *reconnectLog) connected() {
 	r.mu.Lock()
-	r.up = true
+	r.up, r.ok = true, true
 	r.mu.Unlock()
+}
+
+// lost notes a disconnection: with an error the connection is not healthy
+// until it reconnects; without one the program is closing it.
+func (r *reconnectLog) lost(err error) {
+	if err != nil {
+		r.mu.Lock()
+		r.ok = false
+		r.mu.Unlock()
+	}
+}
+
+func (r *reconnectLog) healthy() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ok
 }
 
 func (r *reconnectLog) reset() {
 	r.mu.Lock()
 	r.last = ""
+	r.ok = true
 	r.mu.Unlock()
 }

@@ -297,6 +297,12 @@ func TestRetryOnFailedConnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectMsg(t, sub, "late")
+	// Closed by the program while healthy: no error, though the first
+	// attempts failed.
+	nc.Close()
+	if err := rec.waitFor(EventClosed, nil); err != nil || !Routine(EventClosed, err) {
+		t.Errorf("closed with %v, want no error (a routine close)", err)
+	}
 }
 
 func TestClosedEvent(t *testing.T) {
