@@ -849,8 +849,12 @@ func (s *Server) session(m *nats.Msg) {
 	session, ok := c.Session()
 	if !ok {
 		// Routine: subscribers ask as they start, often before the first
-		// packet.
-		s.rejectAt(m, &ReplyError{Code: CodeUnknownSession, Reason: fmt.Sprintf("channel %d has not started a session yet", ch)}, zerolog.DebugLevel)
+		// packet. An answer, not a refused request: counted as a session
+		// query, logged at debug.
+		e := &ReplyError{Code: CodeUnknownSession, Reason: fmt.Sprintf("channel %d has not started a session yet", ch)}
+		s.cfg.Log.Debug().Str("code", string(e.Code)).Str("subject", m.Subject).Msg(e.Reason)
+		s.answerError(m, e)
+		s.sessionQueries.Add(1)
 		return
 	}
 	hdr := nats.Header{}
@@ -909,6 +913,11 @@ func (s *Server) rejectAt(m *nats.Msg, e *ReplyError, level zerolog.Level) {
 	if logIt {
 		s.cfg.Log.WithLevel(level).Str("code", string(e.Code)).Str("subject", m.Subject).Str("reply", m.Reply).Msg(e.Reason)
 	}
+	s.answerError(m, e)
+}
+
+// answerError sends e as the reply to m, if m asks for one.
+func (s *Server) answerError(m *nats.Msg, e *ReplyError) {
 	if m.Reply == "" {
 		return
 	}

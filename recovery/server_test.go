@@ -1268,6 +1268,15 @@ func TestSessionQuery(t *testing.T) {
 		t.Fatalf("query of a channel without a session: %+v, want a zero session", r)
 	}
 	wantReplyError(t, r.Err, CodeUnknownSession)
+	// Before a channel's first packet that is an answer, not a refusal: a
+	// session query counted, no rejection (no alert), no recovery failure.
+	ss := settled(t, e.srv, func(ss ServerStats) bool { return ss.SessionQueries == 2 })
+	if ss.SessionQueries != 2 || ss.Rejected[CodeUnknownSession] != 0 {
+		t.Errorf("SessionQueries %d, rejected unknown-session %d: want 2 and 0", ss.SessionQueries, ss.Rejected[CodeUnknownSession])
+	}
+	if cs := e.cli.Stats(); cs.Failed != 0 {
+		t.Errorf("client counts %d failed requests: a session query recovers nothing and fails nothing", cs.Failed)
+	}
 
 	other, err := NewClient(e.cliConn, ClientConfig{Feed: "nobody", Timeout: natsWait})
 	if err != nil {
