@@ -43,6 +43,7 @@ import (
 	"github.com/tickcast/tickcast/internal/metricsrv"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/internal/subapp"
+	"github.com/tickcast/tickcast/internal/tracing"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/tickprom"
 	"github.com/tickcast/tickcast/ud/rdma/devices"
@@ -77,6 +78,7 @@ type Settings struct {
 	LogFormat   string        `flag:"log-format" default:"auto" help:"auto (console on a terminal, else json), console or json"`
 	LogLevel    string        `flag:"log-level" default:"info" help:"debug, info, warn or error"`
 	Demo        bool          `flag:"demo" help:"also run a verifying subscriber in this process and print its summary"`
+	Trace       string        `flag:"trace" default:"" help:"write a Go execution trace (runtime/trace) of the run to this file, for finding stalls: go tool trace FILE (it costs some latency while on)"`
 
 	FeedName         string        `flag:"feed-name" default:"tickcast" help:"feed name in the NATS subjects (tickcast.FEED.retransmit.CH, ...)"`
 	NATSURL          string        `flag:"nats-url" default:"" help:"external NATS server or cluster to serve recovery on (empty: run an embedded server on --nats-listen)"`
@@ -372,7 +374,15 @@ func publish(ctx context.Context, abort <-chan struct{}, s *Settings, cfg fh.Con
 	}
 	cfg.Log.Info().Str("source", s.Source).Uint64("count", s.Count).Float64("rate", cfg.Rate).
 		Uint64("seed", s.Seed).Int("instruments", s.Instruments).Str("settings_from", s.Origins.String()).Msg("publishing")
+	stopTrace, err := tracing.Start(s.Trace)
+	if err != nil {
+		fmt.Fprintf(stderr, "feedhandler: --trace: %v\n", err)
+		return 2
+	}
 	sum, err := h.Run(ctx)
+	if err := stopTrace(); err != nil {
+		cfg.Log.Error().Err(err).Msg("--trace")
+	}
 	code := 0
 	if err != nil {
 		code = 1 // logged by Run
