@@ -2,6 +2,7 @@ package tickcast
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/tickcast/tickcast/feed"
 )
@@ -42,11 +43,18 @@ func newSymbolSet(symbols []string) symbolSet {
 }
 
 // channelFilter is one joined channel's filter: the ids its definitions
-// named a wanted symbol, and how many stream messages it held back.
+// named a wanted symbol, and how many stream messages it held back. It also
+// keeps what UnseenSymbols reports: which wanted symbols a definition named,
+// and how many instruments the channel's definitions named.
 type channelFilter struct {
 	want     symbolSet
 	wanted   []uint64 // bit id%64 of word id/64: instrument id is wanted
 	filtered uint64   // stream messages (recovered ones included) held back
+
+	seen     map[feed.Symbol]bool // every wanted symbol: a definition named it
+	defined  []uint64             // bit per id, as wanted: a definition named it
+	ndefined int                  // ids in defined
+	examples [4]feed.Symbol       // the first symbols defined, for messages
 }
 
 // newChannelFilter returns the filter of a channel for want (nil: none).
@@ -54,7 +62,12 @@ func newChannelFilter(want symbolSet) channelFilter {
 	if want == nil {
 		return channelFilter{}
 	}
-	return channelFilter{want: want, wanted: make([]uint64, maxTrackedInstrument/64)}
+	seen := make(map[feed.Symbol]bool, len(want))
+	for sym := range want {
+		seen[sym] = false // every key now, so that marking one allocates nothing
+	}
+	return channelFilter{want: want, wanted: make([]uint64, maxTrackedInstrument/64),
+		seen: seen, defined: make([]uint64, maxTrackedInstrument/64)}
 }
 
 // pass reports whether msg goes to the handler. A definition first marks or
@@ -74,8 +87,16 @@ func (f *channelFilter) pass(msg []byte) bool {
 	if feed.Type(msg[0]) == feed.TypeDefinition && len(msg) >= feed.DefinitionLen {
 		var sym feed.Symbol
 		copy(sym[:], msg[feed.HeaderLen:])
+		if f.defined[word]&bit == 0 {
+			f.defined[word] |= bit
+			if f.ndefined < len(f.examples) {
+				f.examples[f.ndefined] = sym
+			}
+			f.ndefined++
+		}
 		if _, ok := f.want[sym]; ok {
 			f.wanted[word] |= bit
+			f.seen[sym] = true
 		} else {
 			f.wanted[word] &^= bit
 		}
@@ -101,4 +122,50 @@ func (s *Subscriber) filtered() uint64 {
 		n += sc.filter.filtered
 	}
 	return n
+}
+
+// SymbolCoverage says which of a symbol filter's symbols the joined
+// channels have defined (Subscriber.SymbolCoverage).
+type SymbolCoverage struct {
+	// Unseen are the symbols of SubscriberConfig.Symbols that no definition
+	// released on the joined channels named, in the order configured: the
+	// subscriber hands on nothing of them.
+	Unseen []string
+	// Defined is the number of instruments the definitions released on the
+	// joined channels named (each id once per channel).
+	Defined int
+	// Examples are a few of the symbols defined, in the order they came.
+	Examples []string
+}
+
+// SymbolCoverage reports, for a subscriber with SubscriberConfig.Symbols,
+// which wanted symbols no definition has named so far: a symbol the feed
+// does not carry, or whose definition has not arrived yet, receives
+// nothing. Without a filter it returns the zero SymbolCoverage. Call it
+// from the goroutine of Poll and Run, or after Run returned.
+func (s *Subscriber) SymbolCoverage() SymbolCoverage {
+	var c SymbolCoverage
+	if len(s.cfg.Symbols) == 0 {
+		return c
+	}
+	for _, sym := range s.cfg.Symbols {
+		want, _ := feed.MakeSymbol(sym)
+		seen := false
+		for _, sc := range s.chans {
+			seen = seen || sc.filter.seen[want]
+		}
+		if !seen && !slices.Contains(c.Unseen, sym) {
+			c.Unseen = append(c.Unseen, sym)
+		}
+	}
+	for _, sc := range s.chans {
+		f := &sc.filter
+		c.Defined += f.ndefined
+		for _, sym := range f.examples[:min(f.ndefined, len(f.examples))] {
+			if len(c.Examples) < len(f.examples) {
+				c.Examples = append(c.Examples, sym.String())
+			}
+		}
+	}
+	return c
 }

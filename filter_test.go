@@ -176,6 +176,13 @@ func testSymbolFilter(t *testing.T, loss float64) {
 			t.Fatalf("received %d, filtered %d, missing %d; want %d, %d, 0 (stats %+v)",
 				rec.messages, st.Filtered, st.Missing, wantMsgs, wantFiltered, st)
 		}
+		defined := 0
+		for _, c := range joins {
+			defined += len(g.ChannelInstruments(c))
+		}
+		if cov := sub.SymbolCoverage(); len(cov.Unseen) != 0 || cov.Defined != defined || len(cov.Examples) == 0 {
+			t.Fatalf("symbol coverage %+v: want every symbol seen and %d instruments defined on channels %v", cov, defined, joins)
+		}
 		return
 	}
 	if got := rec.messages + st.Filtered + st.Missing; got != total {
@@ -215,5 +222,42 @@ func TestSymbolFilterPollAllocs(t *testing.T) {
 	st := f.sub.Stats()
 	if st.Filtered == 0 || st.Messages == 0 || st.Messages >= st.Filtered {
 		t.Fatalf("%d released, %d filtered: want a few of %d instruments released and the rest filtered", st.Messages, st.Filtered, benchInstruments)
+	}
+}
+
+// TestSymbolCoverage: the symbols no definition named are reported, in the
+// order configured, with the number of instruments defined; a definition
+// seen again (recovery, snapshot) is counted once.
+func TestSymbolCoverage(t *testing.T) {
+	cfg := SubscriberConfig{Symbols: []string{"AAPL", "AAAC", "QQQ"}}
+	want := newSymbolSet(cfg.Symbols)
+	s := &Subscriber{cfg: cfg, chans: []*subChannel{{filter: newChannelFilter(want)}, {filter: newChannelFilter(want)}}}
+	def := func(sc *subChannel, id uint32, sym string) {
+		t.Helper()
+		var m feed.Msg
+		m.Type, m.Instrument, m.InstSeq = feed.TypeDefinition, id, 1
+		var err error
+		if m.Def.Symbol, err = feed.MakeSymbol(sym); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, feed.DefinitionLen)
+		if _, err := m.Encode(b); err != nil {
+			t.Fatal(err)
+		}
+		sc.filter.stream(b)
+	}
+	if cov := s.SymbolCoverage(); !slices.Equal(cov.Unseen, cfg.Symbols) || cov.Defined != 0 {
+		t.Fatalf("before any definition: %+v, want every symbol unseen and none defined", cov)
+	}
+	def(s.chans[0], 1, "AAAB")
+	def(s.chans[1], 2, "AAAC")
+	def(s.chans[0], 3, "AAAD")
+	def(s.chans[0], 1, "AAAB")
+	cov := s.SymbolCoverage()
+	if !slices.Equal(cov.Unseen, []string{"AAPL", "QQQ"}) || cov.Defined != 3 || !slices.Equal(cov.Examples, []string{"AAAB", "AAAD", "AAAC"}) {
+		t.Fatalf("coverage %+v: want AAPL and QQQ unseen, 3 defined, examples AAAB AAAD AAAC", cov)
+	}
+	if cov := (&Subscriber{}).SymbolCoverage(); cov.Unseen != nil || cov.Defined != 0 {
+		t.Fatalf("without a filter: %+v, want zero", cov)
 	}
 }

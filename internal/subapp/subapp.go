@@ -505,53 +505,57 @@ func (a *App) closeRecovery() {
 
 // Summary is the line printed at exit.
 type Summary struct {
-	Role              string  `json:"role"`
-	Channels          []int   `json:"channels"`
-	Received          uint64  `json:"received"`
-	Filtered          uint64  `json:"filtered"`
-	Expected          uint64  `json:"expected,omitempty"`
-	Packets           uint64  `json:"packets"`
-	Gaps              uint64  `json:"gaps"`
-	Missing           uint64  `json:"missing"`
-	Conflated         uint64  `json:"conflated"`
-	LostRanges        uint64  `json:"lost_ranges"`
-	Recovered         uint64  `json:"recovered"`
-	RecoveryFailed    uint64  `json:"recovery_failed"`
-	RecoveryHeard     uint64  `json:"recovery_heard"`
-	RecoveryBackedOff uint64  `json:"recovery_backed_off"`
-	Snapshots         uint64  `json:"snapshots"`
-	SnapshotMessages  uint64  `json:"snapshot_messages"`
-	RecoveryMeanUs    float64 `json:"recovery_mean_us"`
-	RecoveryMaxUs     float64 `json:"recovery_max_us"`
-	RecoveryP99Us     float64 `json:"recovery_p99_us"`
-	Requests          uint64  `json:"requests"`
-	Reordered         uint64  `json:"reordered"`
-	WindowFull        uint64  `json:"window_full"`
-	InstrumentGaps    uint64  `json:"instrument_gaps"`
-	Stale             uint64  `json:"stale"`
-	PacketsA          uint64  `json:"packets_a"`
-	PacketsB          uint64  `json:"packets_b"`
-	Duplicates        uint64  `json:"duplicates"`
-	DuplicatePackets  uint64  `json:"duplicate_packets"`
-	Foreign           uint64  `json:"foreign"`
-	Competing         uint64  `json:"competing"`
-	Unvetted          uint64  `json:"unvetted"`
-	Malformed         uint64  `json:"malformed"`
-	KernelDrops       uint64  `json:"kernel_drops"`
-	RingFull          uint64  `json:"ring_full"`
-	Sessions          uint64  `json:"sessions"`
-	SessionsEnded     uint64  `json:"sessions_ended"`
-	SessionsAbrupt    uint64  `json:"sessions_abrupt"`
-	WinsA             uint64  `json:"wins_a"`
-	WinsB             uint64  `json:"wins_b"`
-	Verify            bool    `json:"verify"`
-	VerifyOK          bool    `json:"verify_ok"`
-	VerifyErrors      uint64  `json:"verify_errors"`
-	FirstVerifyError  string  `json:"first_verify_error,omitempty"`
-	MallocsPerMsg     float64 `json:"mallocs_per_msg"`
-	ElapsedS          float64 `json:"elapsed_s"`
-	MsgsPerS          float64 `json:"msgs_per_s"`
-	RcvBuf            int     `json:"rcvbuf"`
+	Role     string `json:"role"`
+	Channels []int  `json:"channels"`
+	Received uint64 `json:"received"`
+	Filtered uint64 `json:"filtered"`
+	// SymbolsNotFound are the --symbols that no instrument definition on
+	// the joined channels named: the feed does not carry them (or their
+	// definitions never arrived), so nothing of them was received.
+	SymbolsNotFound   []string `json:"symbols_not_found,omitempty"`
+	Expected          uint64   `json:"expected,omitempty"`
+	Packets           uint64   `json:"packets"`
+	Gaps              uint64   `json:"gaps"`
+	Missing           uint64   `json:"missing"`
+	Conflated         uint64   `json:"conflated"`
+	LostRanges        uint64   `json:"lost_ranges"`
+	Recovered         uint64   `json:"recovered"`
+	RecoveryFailed    uint64   `json:"recovery_failed"`
+	RecoveryHeard     uint64   `json:"recovery_heard"`
+	RecoveryBackedOff uint64   `json:"recovery_backed_off"`
+	Snapshots         uint64   `json:"snapshots"`
+	SnapshotMessages  uint64   `json:"snapshot_messages"`
+	RecoveryMeanUs    float64  `json:"recovery_mean_us"`
+	RecoveryMaxUs     float64  `json:"recovery_max_us"`
+	RecoveryP99Us     float64  `json:"recovery_p99_us"`
+	Requests          uint64   `json:"requests"`
+	Reordered         uint64   `json:"reordered"`
+	WindowFull        uint64   `json:"window_full"`
+	InstrumentGaps    uint64   `json:"instrument_gaps"`
+	Stale             uint64   `json:"stale"`
+	PacketsA          uint64   `json:"packets_a"`
+	PacketsB          uint64   `json:"packets_b"`
+	Duplicates        uint64   `json:"duplicates"`
+	DuplicatePackets  uint64   `json:"duplicate_packets"`
+	Foreign           uint64   `json:"foreign"`
+	Competing         uint64   `json:"competing"`
+	Unvetted          uint64   `json:"unvetted"`
+	Malformed         uint64   `json:"malformed"`
+	KernelDrops       uint64   `json:"kernel_drops"`
+	RingFull          uint64   `json:"ring_full"`
+	Sessions          uint64   `json:"sessions"`
+	SessionsEnded     uint64   `json:"sessions_ended"`
+	SessionsAbrupt    uint64   `json:"sessions_abrupt"`
+	WinsA             uint64   `json:"wins_a"`
+	WinsB             uint64   `json:"wins_b"`
+	Verify            bool     `json:"verify"`
+	VerifyOK          bool     `json:"verify_ok"`
+	VerifyErrors      uint64   `json:"verify_errors"`
+	FirstVerifyError  string   `json:"first_verify_error,omitempty"`
+	MallocsPerMsg     float64  `json:"mallocs_per_msg"`
+	ElapsedS          float64  `json:"elapsed_s"`
+	MsgsPerS          float64  `json:"msgs_per_s"`
+	RcvBuf            int      `json:"rcvbuf"`
 	LatencySummary
 	StageSummary
 	ExitReason string `json:"exit_reason"`
@@ -682,6 +686,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 		sum.RecoveryMeanUs, sum.RecoveryMaxUs = float64(mean)/1e3, float64(maxLat)/1e3
 		sum.RecoveryP99Us = a.met.recoveryP99()
 	}
+	sum.SymbolsNotFound = a.sub.SymbolCoverage().Unseen
 	a.addInjected(&sum)
 	sum.LatencySummary = a.met.summary()
 	sum.StageSummary = a.met.stages(st.Packets)
@@ -702,6 +707,9 @@ func (a *App) report(sum Summary, elapsed time.Duration) int {
 	}
 	b, _ := json.Marshal(sum)
 	fmt.Fprintln(a.out, string(b))
+	if len(sum.SymbolsNotFound) > 0 {
+		a.warnSymbolsNotFound(sum.SymbolsNotFound)
+	}
 	ev := a.log.Info()
 	if !sum.OK {
 		ev = a.log.Error()
@@ -712,6 +720,28 @@ func (a *App) report(sum Summary, elapsed time.Duration) int {
 		return 0
 	}
 	return 1
+}
+
+// warnSymbolsNotFound logs, by name, the --symbols that no definition on
+// the joined channels named, with what those channels did define.
+func (a *App) warnSymbolsNotFound(unseen []string) {
+	cov := a.sub.SymbolCoverage()
+	chans := a.sub.Channels()
+	where := make([]string, len(chans))
+	for i, c := range chans {
+		where[i] = strconv.Itoa(c)
+	}
+	noun := "channel"
+	if len(chans) > 1 {
+		noun = "channels"
+	}
+	what := "no instrument definition arrived there"
+	if cov.Defined > 0 {
+		what = fmt.Sprintf("the feed defined %d instruments there, such as %s", cov.Defined, strings.Join(cov.Examples, ", "))
+	}
+	a.log.Warn().Strs("symbols", unseen).Ints("channels", chans).Int("instruments_defined", cov.Defined).
+		Msgf("no instrument named %s on %s %s (%s): --symbols takes symbols that the feed defines",
+			strings.Join(unseen, ", "), noun, strings.Join(where, ", "), what)
 }
 
 // screen redraws the live one-screen summary.
