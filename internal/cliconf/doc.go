@@ -66,6 +66,7 @@
 // was wrong:
 //
 //	rate: invalid value "abc" from env TICKCAST_RATE: not a number
+//	rate: invalid value "abc" from --rate: not a number
 //	max-dlay: unknown setting from config /etc/tickcast.yaml:3
 //	unexpected argument "x"
 //
@@ -76,7 +77,12 @@
 //
 // Load checks types only. Ranges are the program's business: it checks them
 // after Load and reports a bad one with Invalid, so that its errors read like
-// Load's.
+// Load's, and passes the error through Origins.Locate, so that it too says
+// where the value came from:
+//
+//	rate: -5: must not be negative (from --rate)
+//	rate: -5: must not be negative (from env TICKCAST_RATE)
+//	rate: -5: must not be negative (from config /etc/tickcast.yaml:3)
 //
 // By convention tickcast's programs print any error from Load or from their
 // own checks of the settings to standard error, with a hint to run with

@@ -25,7 +25,8 @@ func load(args []string, getenv func(string) string) (Settings, int) {
 	var s Settings
 	err := cliconf.Load("feedhandler", args, getenv, &s)
 	if err == nil && s.Rate < 0 {
-		err = cliconf.Invalid("rate", "must not be negative, got %v", s.Rate)
+		// Locate adds where the value came from.
+		err = s.Origins.Locate(cliconf.Invalid("rate", "must not be negative, got %v", s.Rate))
 	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -54,9 +55,9 @@ func ExampleLoad() {
 	// Output:
 	// source synthetic, rate 5000, max-delay 20µs, verify true
 	// set explicitly: max-delay=flag, rate=env TICKCAST_RATE, verify=flag
-	// feedhandler: rate: invalid value "abc" from flag: not a number (run with --help for usage)
+	// feedhandler: rate: invalid value "abc" from --rate: not a number (run with --help for usage)
 	// status 2
-	// feedhandler: rate: must not be negative, got -1 (run with --help for usage)
+	// feedhandler: rate: must not be negative, got -1 (from env TICKCAST_RATE) (run with --help for usage)
 	// status 2
 }
 

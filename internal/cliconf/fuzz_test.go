@@ -12,8 +12,9 @@ import (
 )
 
 // FuzzLoadConfigFile: whatever a config file holds, Load does not panic and
-// either succeeds or returns an *Error; and what it accepts, written back out
-// as YAML, loads to the same settings.
+// either succeeds or returns an *Error naming the file; what it accepts,
+// written back out as YAML, loads to the same settings, and each setting it
+// took from the file has the file and a line as its origin.
 func FuzzLoadConfigFile(f *testing.F) {
 	for _, seed := range []string{
 		"",
@@ -42,7 +43,19 @@ func FuzzLoadConfigFile(f *testing.F) {
 			if !errors.As(err, &e) {
 				t.Fatalf("error %v (%T) is not an *Error", err, err)
 			}
+			if !strings.HasPrefix(e.Origin, "config "+path) {
+				t.Fatalf("error %v: origin %q does not name the file", err, e.Origin)
+			}
 			return
+		}
+		for name, origin := range s.Origins {
+			if name == ConfigFlag {
+				continue
+			}
+			line, ok := strings.CutPrefix(origin, "config "+path+":")
+			if n, err := strconv.Atoi(line); !ok || err != nil || n < 1 {
+				t.Fatalf("%s: origin %q is not the file and a line", name, origin)
+			}
 		}
 
 		// Written out by hand rather than with yaml.Marshal, which does not

@@ -3,6 +3,7 @@ package cliconf
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -381,7 +382,11 @@ func TestBadValues(t *testing.T) {
 				if e.Field != b.name || e.Origin != wantOrigin || e.Value != b.text {
 					t.Errorf("got field %q, origin %q, value %q; want %q, %q, %q", e.Field, e.Origin, e.Value, b.name, wantOrigin, b.text)
 				}
-				want := b.name + ": invalid value \"" + b.text + "\" from " + wantOrigin + ": " + b.problem
+				from := wantOrigin
+				if origin == "flag" {
+					from = "--" + b.name
+				}
+				want := b.name + ": invalid value \"" + b.text + "\" from " + from + ": " + b.problem
 				if err.Error() != want {
 					t.Errorf("message\n got %s\nwant %s", err, want)
 				}
@@ -434,13 +439,13 @@ func TestUsageErrors(t *testing.T) {
 		{name: "positional after --", args: []string{"--", "--rate"},
 			want: `unexpected argument "--rate"`, wantErr: ErrUnexpectedArgument},
 		{name: "bad value as the next argument", args: []string{"--rate", "abc"},
-			want: `rate: invalid value "abc" from flag: not a number`},
+			want: `rate: invalid value "abc" from --rate: not a number`},
 		{name: "missing flag value", args: []string{"--rate"},
-			want: `rate: invalid value "" from flag: missing value`},
+			want: `rate: invalid value "" from --rate: missing value`},
 		{name: "bad flag syntax", args: []string{"---rate"},
 			want: `flag: bad flag syntax: "---rate"`},
 		{name: "empty value", args: []string{"--rate="},
-			want: `rate: invalid value "" from flag: not a number`},
+			want: `rate: invalid value "" from --rate: not a number`},
 		{name: "unknown config key", config: "rate: 5\nmax-dlay: 5us\n",
 			want: "max-dlay: unknown setting from config PATH:2", wantErr: ErrUnknownSetting},
 		{name: "config key config", config: "config: other.yaml\n",
@@ -562,6 +567,61 @@ func TestInvalid(t *testing.T) {
 	err = Invalid("group", "not a multicast address: %w", fs.ErrInvalid)
 	if !errors.Is(err, fs.ErrInvalid) {
 		t.Errorf("Invalid does not wrap with %%w: %v", err)
+	}
+}
+
+// TestLocate checks that a program's range check, passed through
+// Origins.Locate, names where the value came from: the flag, the
+// environment variable, or the config file and the line of its key.
+func TestLocate(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "t.yaml")
+	if err := os.WriteFile(p, []byte("# rates\ncount: 1\n\nrate: -5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		vars map[string]string
+		want string
+	}{
+		{"flag", []string{"--rate", "-5"}, nil, "rate: -5: must not be negative (from --rate)"},
+		{"flag=", []string{"--rate=-5"}, nil, "rate: -5: must not be negative (from --rate)"},
+		{"env", nil, map[string]string{"TICKCAST_RATE": "-5"}, "rate: -5: must not be negative (from env TICKCAST_RATE)"},
+		{"config", []string{"--config", p}, nil, "rate: -5: must not be negative (from config " + p + ":4)"},
+		{"config from env", nil, map[string]string{"TICKCAST_CONFIG": p}, "rate: -5: must not be negative (from config " + p + ":4)"},
+		{"flag over config", []string{"--config", p, "--rate", "-6"}, nil, "rate: -6: must not be negative (from --rate)"},
+		{"env over config", []string{"--config", p}, map[string]string{"TICKCAST_RATE": "-7"}, "rate: -7: must not be negative (from env TICKCAST_RATE)"},
+	}
+	for _, tt := range tests {
+		var s testSettings
+		if err := Load("feedhandler", tt.args, env(tt.vars), &s); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		err := s.Origins.Locate(Invalid("rate", "%v: must not be negative", s.Rate))
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%s: got %v, want %s", tt.name, err, tt.want)
+		}
+	}
+
+	// A setting at its default; an error that wraps one; other errors.
+	if got, want := (Origins{}).Locate(Invalid("count", "too few")).Error(), "count: too few (the built-in default)"; got != want {
+		t.Errorf("default: got %q, want %q", got, want)
+	}
+	o := Origins{"rate": "flag"}
+	wrapped := fmt.Errorf("checking: %w", Invalid("rate", "too high"))
+	plain := errors.New("plain")
+	if o.Locate(plain) != plain || o.Locate(nil) != nil || o.Locate(wrapped) != wrapped {
+		t.Error("Locate changed an error that Invalid did not make")
+	}
+	loaded := &Error{Field: "rate", Origin: "env TICKCAST_RATE", Value: "x", Err: errFloat}
+	if o.Locate(loaded) != error(loaded) {
+		t.Error("Locate changed an error that has its origin")
+	}
+	orig := Invalid("rate", "too high")
+	o.Locate(orig)
+	if orig.Error() != "rate: too high" {
+		t.Errorf("Locate changed the error it was given: %v", orig)
 	}
 }
 
