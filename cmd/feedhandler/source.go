@@ -15,6 +15,7 @@ import (
 	"github.com/tickcast/tickcast/feed/itch"
 	"github.com/tickcast/tickcast/feed/pcap"
 	"github.com/tickcast/tickcast/internal/cliconf"
+	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/seqgap"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
@@ -252,7 +253,35 @@ func pcapConfig(fs fileSource, log zerolog.Logger) pcap.Config {
 			}
 			e.Str("session", ev.Session.String()).Msg("pcap sequence " + ev.Kind.String())
 		},
+		OnUnsequenced: func(session mold.Session) {
+			log.Warn().Str("session", session.String()).
+				Str("reason", "the packets carry sequence number 0, which MoldUDP64 never sends: an anonymized capture").
+				Msg("pcap capture unsequenced: read in capture order, without duplicate or gap detection")
+		},
 	}
+}
+
+// warnNothingRead logs at warn level why a capture whose records were read
+// gave no ITCH message: where its packets went.
+func warnNothingRead(log zerolog.Logger, c *pcap.Counts, m *pcap.MoldCounts) {
+	if c.Records == 0 && c.Malformed == 0 {
+		return
+	}
+	var why string
+	switch {
+	case c.Datagrams == 0:
+		why = fmt.Sprintf("no UDP datagram kept: %d filtered, %d not IPv4 UDP, %d malformed, %d fragments (%d incomplete)",
+			c.Filtered, c.NotUDP, c.Malformed, c.Fragments, c.Incomplete)
+	case m.Packets == 0:
+		why = fmt.Sprintf("none of the %d datagrams is a MoldUDP64 packet", c.Datagrams)
+	case m.Messages > 0:
+		why = fmt.Sprintf("none of the %d MoldUDP64 messages is an ITCH 5.0 message (see skipped)", m.Messages)
+	default:
+		why = fmt.Sprintf("the %d MoldUDP64 packets brought no message: %d heartbeats, %d end of session, %d duplicates, "+
+			"%d of another session, %d of an impossible sequence number", m.Packets, m.Heartbeats, m.EndOfSession,
+			m.DuplicatePackets, m.OtherSession, m.Implausible)
+	}
+	log.Warn().Uint64("records", c.Records).Str("reason", why).Msg("dry run: the capture gave no ITCH message")
 }
 
 // progressEvery is how many messages pass between two looks at the clock,
@@ -393,6 +422,9 @@ func dryRun(s *Settings, log zerolog.Logger, stdout, stderr io.Writer) int {
 	}
 	if p.pcap != nil {
 		r.Pcap = &pcapReport{*p.pcap.Counts(), *p.pcap.MoldCounts()}
+		if st.Messages == 0 {
+			warnNothingRead(log, &r.Pcap.Counts, &r.Pcap.MoldCounts)
+		}
 	}
 	code := 0
 	if err != io.EOF {

@@ -316,3 +316,46 @@ func TestDryRunGzipCutShort(t *testing.T) {
 		t.Errorf("exit %d, report %s; want exit 1, some of the 1,000 messages and an error saying the gzip stream ended early", code, out.String())
 	}
 }
+
+// TestDryRunPcapAnonymized: five real Add Order packets with addresses,
+// ports, session and sequence numbers zeroed are read in capture order,
+// flagged unsequenced in the report and, once, in the log at warn level. A
+// filter that keeps none of them says at warn level where they went.
+func TestDryRunPcapAnonymized(t *testing.T) {
+	const name = "AddOrderNoMpidAttributionMessage.pcap"
+	a := testenv.AnonymizeCaptures(t, name, name, name, name, name)
+	var out, errb bytes.Buffer
+	if code := run([]string{"--source", "pcap:" + a.Path, "--dry-run", "--log-format", "json"}, env(nil), &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r struct {
+		pcapDryRun
+		Pcap struct {
+			Packets     uint64 `json:"mold_packets"`
+			DataPackets uint64 `json:"data_packets"`
+			Unsequenced bool   `json:"unsequenced"`
+			Unseq       uint64 `json:"unsequenced_packets"`
+		} `json:"pcap"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if r.Messages != 5 || !equal(r.ITCH, map[string]uint64{"A": 5}) || r.Pcap.Packets != 5 || r.Pcap.DataPackets != 5 ||
+		!r.Pcap.Unsequenced || r.Pcap.Unseq != 5 {
+		t.Errorf("report %s; want 5 Add Orders of 5 packets read unsequenced", out.String())
+	}
+	if n := strings.Count(errb.String(), `"level":"warn"`); n != 1 ||
+		!strings.Contains(errb.String(), "pcap capture unsequenced") || !strings.Contains(errb.String(), "sequence number 0") {
+		t.Errorf("%d warnings, want one saying the capture is unsequenced and why: %s", n, errb.String())
+	}
+
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"--source", "pcap:" + a.Path + ":233.54.12.111:26477", "--dry-run", "--log-format", "json"}, env(nil), &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), `"level":"warn"`) || !strings.Contains(errb.String(), "gave no ITCH message") ||
+		!strings.Contains(errb.String(), "5 filtered") {
+		t.Errorf("no warning saying where the packets went: %s", errb.String())
+	}
+}

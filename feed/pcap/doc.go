@@ -24,10 +24,12 @@
 //     puts the packets in sequence order with a seqgap.Tracker on the
 //     capture's clock: the other line's copies are dropped as duplicates,
 //     packets out of order wait for the ones before them, and what never
-//     came is reported as a gap. It implements itch.MessageReader, so
-//     itch.NewMessageSource normalizes a capture as itch.NewSource does a
-//     file.
+//     came is reported as a gap. A capture whose packets carry sequence
+//     number 0 (anonymized) is read unsequenced, in capture order. It
+//     implements itch.MessageReader, so itch.NewMessageSource normalizes a
+//     capture as itch.NewSource does a file.
 //
-// Every layer counts what it read and skipped (Counts, MoldCounts); nothing
-// allocates per record or per message once the buffers have grown.
+// Every layer counts what it read and skipped (Counts, MoldCounts), every
+// packet by what became of it; nothing allocates per record or per message
+// once the buffers have grown.
 package pcap

@@ -15,8 +15,9 @@ import (
 // FuzzMessages: any input, however wrong, ends in io.EOF or a *FormatError,
 // never a panic or a loop; each record skipped is reported as a
 // *FormatError wrapping ErrMalformed; no layer counts more than the one
-// below it gave it. Seeded with the real captures and, when editcap is
-// installed, their pcapng versions.
+// below it gave it, and every packet is counted by what became of it.
+// Seeded with the real captures, their pcapng versions when editcap is
+// installed, and an anonymized capture.
 func FuzzMessages(f *testing.F) {
 	var paths []string
 	if dir, err := testenv.CaptureDir(); err == nil {
@@ -35,6 +36,11 @@ func FuzzMessages(f *testing.F) {
 			if b, err := os.ReadFile(ng); err == nil {
 				f.Add(b)
 			}
+		}
+	}
+	if len(paths) > 0 {
+		if b, err := os.ReadFile(testenv.AnonymizeCaptures(f, "Multiple.Packets.pcap").Path); err == nil {
+			f.Add(b)
 		}
 	}
 	f.Add([]byte("\xd4\xc3\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00\x01\x00\x00\x00"))
@@ -74,5 +80,6 @@ func FuzzMessages(f *testing.F) {
 			m.Messages != n || c.Reassembled > c.Fragments {
 			t.Fatalf("counts %+v %+v after %d messages, %d reported malformed", c, m, n, malformed)
 		}
+		checkAccounted(t, c, m)
 	})
 }

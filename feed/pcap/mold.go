@@ -14,9 +14,29 @@ import (
 // MoldCounts are what a Messages read at the MoldUDP64 level. Gaps and
 // Missing leave out the start of the capture: messages before the first one
 // captured are not counted as missing (FirstSeq says where it began).
+//
+// Every packet is counted once more by what became of it: Packets is the
+// sum of DataPackets, DuplicatePackets, Heartbeats, EndOfSession,
+// Implausible and OtherSession.
 type MoldCounts struct {
-	Packets    uint64 `json:"mold_packets"` // MoldUDP64 packets of the session followed
+	Packets    uint64 `json:"mold_packets"` // datagrams that parse as MoldUDP64 packets
 	Heartbeats uint64 `json:"heartbeats"`
+	// EndOfSession counts the end-of-session packets of the session
+	// followed.
+	EndOfSession uint64 `json:"end_of_session"`
+	// DataPackets counts the packets that brought at least one message not
+	// handed on before.
+	DataPackets uint64 `json:"data_packets"`
+	// Implausible counts packets dropped for a sequence number that cannot
+	// be: 0 once the capture's stream is sequenced, or a leap of more than
+	// 2^32 messages.
+	Implausible uint64 `json:"implausible"`
+	// Unsequenced is set when the capture's first packets carry sequence
+	// number 0, which MoldUDP64 never sends: an anonymized capture. Such
+	// packets are read in capture order (UnsequencedPackets), with no
+	// duplicate or gap detection.
+	Unsequenced        bool   `json:"unsequenced"`
+	UnsequencedPackets uint64 `json:"unsequenced_packets"` // packets read in capture order
 	// NotMold counts datagrams that do not parse as MoldUDP64. Without a
 	// GROUP:PORT filter they are other traffic, skipped; with one they are
 	// also counted in Counts.Malformed.
@@ -44,6 +64,10 @@ type Config struct {
 	// (seqgap.EventGap), its loss (seqgap.EventLost), a session's start
 	// and end. ev is valid only during the call.
 	OnEvent func(ev *seqgap.Event)
+	// OnUnsequenced, when set, is called once, with the session of the
+	// first packet, when the capture turns out to be unsequenced: its
+	// packets carry sequence number 0 and are read in capture order.
+	OnUnsequenced func(session mold.Session)
 }
 
 // SplitPath splits PATH[:GROUP:PORT], as command lines name a capture and
@@ -73,7 +97,9 @@ const reorderSlot = 64
 // packets are put in order by a seqgap.Tracker without recovery, on the
 // capture's clock: duplicates (A and B lines in one capture) are dropped,
 // packets out of order wait in its window, and gaps are reported and
-// counted. It does not allocate per message.
+// counted. Packets of sequence number 0 before any sequenced one (an
+// anonymized capture) are handed on in capture order instead
+// (MoldCounts.Unsequenced). It does not allocate per message.
 type Messages struct {
 	dr     *DatagramReader
 	cfg    Config
@@ -89,6 +115,12 @@ type Messages struct {
 	off  int64 // file offset of the record of the current packet
 	ns   int64 // capture time of the record of the current packet
 	err  error // sticky end: io.EOF or what ended the file
+
+	// Packets read unsequenced, counted here rather than by the tracker.
+	useq     mold.Session // their session
+	useqHB   uint64       // heartbeats
+	useqOth  uint64       // packets of another session
+	useqData uint64       // packets with messages
 }
 
 // NewMessages reads the capture r, pcap or pcapng. It fails if the file
@@ -115,13 +147,17 @@ func (m *Messages) Counts() *Counts { return m.dr.Counts() }
 // MoldCounts returns the MoldUDP64-level counters so far.
 func (m *Messages) MoldCounts() *MoldCounts {
 	st := m.tr.Stats()
-	m.counts.Heartbeats = st.Heartbeats
+	m.counts.Heartbeats = st.Heartbeats + m.useqHB
 	m.counts.DuplicatePackets = st.DuplicatePackets
 	m.counts.Duplicates = st.Duplicates
 	m.counts.Reordered = st.Reordered
-	m.counts.OtherSession = st.Competing
+	m.counts.OtherSession = st.Competing + m.useqOth
+	m.counts.Implausible = st.Implausible
+	m.counts.DataPackets = st.WinsPerLine[0] + m.useqData
 	if s, ok := m.tr.Session(); ok {
 		m.counts.Session = s.String()
+	} else if m.counts.Unsequenced {
+		m.counts.Session = m.useq.String()
 	}
 	return &m.counts
 }
@@ -179,8 +215,56 @@ func (m *Messages) fill() {
 		}
 		m.counts.Packets++
 		m.off, m.lastNs = dg.Offset, dg.TsNs
-		m.tr.Packet(0, p, dg.TsNs, dg.TsNs, m)
-		m.tr.Tick(dg.TsNs, m)
+		if _, started := m.tr.Session(); p.Seq == 0 && !started {
+			m.unsequenced(p)
+			continue
+		}
+		m.sequenced(p, dg.TsNs)
+	}
+}
+
+// sequenced hands p to the tracker and counts what it does not.
+func (m *Messages) sequenced(p mold.Packet, ns int64) {
+	var before seqgap.Stats
+	if p.IsEndOfSession() {
+		before = m.tr.Stats()
+	}
+	m.tr.Packet(0, p, ns, ns, m)
+	if p.IsEndOfSession() {
+		// Unless the tracker dropped it, it ended the session.
+		if st := m.tr.Stats(); st.Implausible == before.Implausible && st.Competing == before.Competing {
+			m.counts.EndOfSession++
+		}
+	}
+	m.tr.Tick(ns, m)
+}
+
+// unsequenced hands on the messages of p, a packet of sequence number 0
+// before any sequenced one, in capture order. The first such packet makes
+// the capture unsequenced and names the session followed.
+func (m *Messages) unsequenced(p mold.Packet) {
+	if !m.counts.Unsequenced {
+		m.counts.Unsequenced, m.useq = true, p.Session
+		if m.cfg.OnUnsequenced != nil {
+			m.cfg.OnUnsequenced(p.Session)
+		}
+	}
+	if p.Session != m.useq {
+		m.useqOth++
+		return
+	}
+	m.counts.UnsequencedPackets++
+	switch {
+	case p.IsHeartbeat():
+		m.useqHB++
+	case p.IsEndOfSession():
+		m.counts.EndOfSession++
+	default:
+		m.useqData++
+		it := p.Iter()
+		for msg, _, ok := it.Next(); ok; msg, _, ok = it.Next() {
+			m.Release(0, msg, 0, 0)
+		}
 	}
 }
 
