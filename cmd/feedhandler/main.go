@@ -184,6 +184,32 @@ var flagOverrides = map[string]string{
 	"MetricsAddr": "the daemon is scraped by Prometheus on the documented port; a library caller may have its own metrics endpoint",
 }
 
+// originName names where a setting's value came from, as a user gave it:
+// --NAME for a flag, else the origin as cliconf records it.
+func originName(name, origin string) string {
+	if origin == "flag" {
+		return "--" + name
+	}
+	return origin
+}
+
+// logSettingError turns logging.New's error for a bad --log-format or
+// --log-level into a *cliconf.Error; other errors are returned as they are.
+func logSettingError(err error) error {
+	var le *logging.SettingError
+	if errors.As(err, &le) {
+		return cliconf.Invalid(le.Setting, "%q: want %s", le.Value, le.Want)
+	}
+	return err
+}
+
+// badSettings prints err, an error in the settings, saying where the value
+// it is about came from, and returns exit status 2.
+func badSettings(stderr io.Writer, s *Settings, err error) int {
+	fmt.Fprintf(stderr, "feedhandler: %v\n", s.Origins.Locate(err))
+	return 2
+}
+
 // flagError turns an *fh.ConfigError into a *cliconf.Error naming the
 // flag; other errors are returned as they are.
 func flagError(err error) error {
@@ -214,8 +240,8 @@ func (s *Settings) config() (fh.Config, error) {
 	}
 	if s.Speed > 0 {
 		// --rate's default paces the synthetic source; --speed replaces it.
-		if _, set := s.Origins["rate"]; set {
-			return c, cliconf.Invalid("speed", "cannot be combined with --rate (set to %v): pace by one or the other", s.Rate)
+		if origin, set := s.Origins["rate"]; set {
+			return c, cliconf.Invalid("speed", "cannot be combined with --rate (set to %v by %s): pace by one or the other", s.Rate, originName("rate", origin))
 		}
 		c.Rate = 0
 	}
@@ -288,21 +314,18 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		cfg, err = s.config()
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "feedhandler: %v\n", err)
-		return 2
+		return badSettings(stderr, &s, err)
 	}
 	log, err := logging.New(s.LogFormat, s.LogLevel, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "feedhandler: %v\n", err)
-		return 2
+		return badSettings(stderr, &s, logSettingError(err))
 	}
 	if s.DryRun {
 		return dryRun(&s, log, stdout, stderr)
 	}
 	src, releaseSrc, err := openSource(&s, log, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "feedhandler: %v\n", err)
-		return 2
+		return badSettings(stderr, &s, err)
 	}
 	defer releaseSrc()
 	cfg.Source, cfg.Log, cfg.Identity = src, log, func() (string, error) { return identity(&s) }
@@ -347,8 +370,7 @@ func publish(ctx context.Context, abort <-chan struct{}, s *Settings, cfg fh.Con
 	h, err := fh.New(cfg)
 	var ce *fh.ConfigError
 	if errors.As(err, &ce) {
-		fmt.Fprintf(stderr, "feedhandler: %v\n", flagError(err))
-		return 2
+		return badSettings(stderr, s, flagError(err))
 	}
 	if err != nil {
 		return 1 // logged by New
@@ -376,8 +398,10 @@ func publish(ctx context.Context, abort <-chan struct{}, s *Settings, cfg fh.Con
 		Uint64("seed", s.Seed).Int("instruments", s.Instruments).Str("settings_from", s.Origins.String()).Msg("publishing")
 	stopTrace, err := tracing.Start(s.Trace)
 	if err != nil {
-		fmt.Fprintf(stderr, "feedhandler: --trace: %v\n", err)
-		return 2
+		if inner := errors.Unwrap(err); inner != nil {
+			err = inner // without tracing's own "trace:"
+		}
+		return badSettings(stderr, s, cliconf.Invalid("trace", "%v", err))
 	}
 	sum, err := h.Run(ctx)
 	if err := stopTrace(); err != nil {

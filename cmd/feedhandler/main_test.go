@@ -96,3 +96,51 @@ func TestHelpTellsTheTruth(t *testing.T) {
 		}
 	}
 }
+
+// TestBadSettingsSayWhere checks that an error found by checking the
+// settings, as one found by parsing them, says where the value came from:
+// the flag, the environment variable, or the config file and line.
+func TestBadSettingsSayWhere(t *testing.T) {
+	cases := []struct {
+		name, value string
+		want        string // the message, without its origin
+	}{
+		{"rate", "-5", "rate: -5: must not be negative"},                                           // fh.Config
+		{"channels", "0", "channels: 0: want 1..1296"},                                             // validate
+		{"group", "notanaddress", `group: group "notanaddress": want IPv4-multicast-address:port`}, // config
+		{"depth", "65", "depth: 65: want 0..64"},                                                   // validate
+		{"log-format", "xml", `log-format: "xml": want auto, console or json`},                     // logging
+		{"metrics-addr", "9464", `metrics-addr: "9464"`},                                           // fh.Config
+		{"line", "b", "line: b publishes the B line, which needs --group-b"},                       // a rule of two settings
+		{"source", "itch-magic", `source: "itch-magic": want synthetic`},                           // validateSource
+		{"session-record", "maybe", "session-record: "},                                            // fh.Config
+	}
+	dir := t.TempDir()
+	for _, c := range cases {
+		envName := "TICKCAST_" + strings.ToUpper(strings.ReplaceAll(c.name, "-", "_"))
+		path := filepath.Join(dir, c.name+".yaml")
+		yaml := "# settings\ncount: 10\n" + c.name + ": " + c.value + "\n"
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, src := range []struct {
+			args []string
+			env  map[string]string
+			from string
+		}{
+			{[]string{"--" + c.name, c.value}, nil, "(from --" + c.name + ")"},
+			{[]string{"--" + c.name + "=" + c.value}, nil, "(from --" + c.name + ")"},
+			{nil, map[string]string{envName: c.value}, "(from env " + envName + ")"},
+			{[]string{"--config", path}, nil, "(from config " + path + ":3)"},
+			{nil, map[string]string{"TICKCAST_CONFIG": path}, "(from config " + path + ":3)"},
+		} {
+			var out, errb bytes.Buffer
+			code := run(src.args, env(src.env), &out, &errb)
+			msg := errb.String()
+			if code != 2 || !strings.HasPrefix(msg, "feedhandler: "+c.want) || !strings.HasSuffix(msg, " "+src.from+"\n") ||
+				strings.Count(msg, "\n") != 1 {
+				t.Errorf("%v %v: exit %d, stderr %q; want exit 2 and one line %q ... %s", src.args, src.env, code, msg, c.want, src.from)
+			}
+		}
+	}
+}

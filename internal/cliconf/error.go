@@ -106,7 +106,7 @@ func Invalid(field, format string, args ...any) error {
 // one made by Invalid is returned as it is, its text being fixed already.
 func (o Origins) Locate(err error) error {
 	e, ok := err.(*Error)
-	if !ok || !e.checked || e.Origin != "" {
+	if !ok || !e.checked || e.Origin != "" || e.Field == "" {
 		return err
 	}
 	c := *e
