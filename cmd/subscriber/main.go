@@ -45,8 +45,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "subscriber: %v\n", err)
-		return 2
+		return badSettings(stderr, &s, err)
 	}
 	if s.ListDevices {
 		if err := devices.WriteList(stdout, s.Iface); err != nil {
@@ -57,15 +56,17 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	log, err := logging.New(s.LogFormat, s.LogLevel, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "subscriber: %v\n", err)
-		return 2
+		var le *logging.SettingError
+		if errors.As(err, &le) {
+			err = cliconf.Invalid(le.Setting, "%q: want %s", le.Value, le.Want)
+		}
+		return badSettings(stderr, &s, err)
 	}
 	app, err := subapp.New(s, log, stdout)
 	if err != nil {
 		var ce *cliconf.Error
 		if errors.As(err, &ce) {
-			fmt.Fprintf(stderr, "subscriber: %v\n", err)
-			return 2
+			return badSettings(stderr, &s, err)
 		}
 		log.Error().Err(err).Msg("cannot subscribe")
 		return 1
@@ -73,4 +74,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return app.Run(ctx)
+}
+
+// badSettings prints err, an error in the settings, saying where the value
+// it is about came from (the flag, the environment variable, or the config
+// file and line), and returns exit status 2.
+func badSettings(stderr io.Writer, s *subapp.Settings, err error) int {
+	fmt.Fprintf(stderr, "subscriber: %v\n", s.Origins.Locate(err))
+	return 2
 }

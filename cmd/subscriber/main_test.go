@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -37,5 +39,53 @@ func TestBadSettingsExit2(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"--help"}, env(nil), &out, &errb); code != 0 || !strings.Contains(out.String(), "--expect") || !strings.Contains(out.String(), "TICKCAST_IDLE_TIMEOUT") {
 		t.Fatalf("--help: exit %d\n%s", code, out.String())
+	}
+}
+
+// TestBadSettingsSayWhere checks that an error found by checking the
+// settings, as one found by parsing them, says where the value came from:
+// the flag, the environment variable, or the config file and line.
+func TestBadSettingsSayWhere(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	cases := []struct {
+		name, value string
+		want        string // the message, without its origin
+	}{
+		{"channels", "0", "channels: 0: want 1..1296"},
+		{"group", "notanaddress", `group: group "notanaddress": want IPv4-multicast-address:port`},
+		{"idle-timeout", "-1s", "idle-timeout: -1s: must be positive"},
+		{"mode", "spin", `mode: "spin": want blocking, busy-poll, direct or direct-spin`},
+		{"log-level", "loud", `log-level: "loud": want debug, info, warn or error`},
+		{"join-channels", "7", `join-channels: "7": want channel numbers 0..3`},
+		{"inject-loss", "2", "inject-loss: 2: not a probability in [0, 1]"},
+		{"metrics-addr", "localhost:metrics", `metrics-addr: "localhost:metrics": port "metrics"`},
+	}
+	dir := t.TempDir()
+	for _, c := range cases {
+		envName := "TICKCAST_" + strings.ToUpper(strings.ReplaceAll(c.name, "-", "_"))
+		path := filepath.Join(dir, c.name+".yaml")
+		yaml := "# settings\nverify: true\n\n" + c.name + ": \"" + c.value + "\"\n"
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, src := range []struct {
+			args []string
+			env  map[string]string
+			from string
+		}{
+			{[]string{"--" + c.name, c.value}, nil, "(from --" + c.name + ")"},
+			{[]string{"--" + c.name + "=" + c.value}, nil, "(from --" + c.name + ")"},
+			{nil, map[string]string{envName: c.value}, "(from env " + envName + ")"},
+			{[]string{"--config", path}, nil, "(from config " + path + ":4)"},
+			{nil, map[string]string{"TICKCAST_CONFIG": path}, "(from config " + path + ":4)"},
+		} {
+			var out, errb bytes.Buffer
+			code := run(src.args, env(src.env), &out, &errb)
+			msg := errb.String()
+			if code != 2 || !strings.HasPrefix(msg, "subscriber: "+c.want) || !strings.HasSuffix(msg, " "+src.from+"\n") ||
+				strings.Count(msg, "\n") != 1 {
+				t.Errorf("%v %v: exit %d, stderr %q; want exit 2 and one line %q ... %s", src.args, src.env, code, msg, c.want, src.from)
+			}
+		}
 	}
 }

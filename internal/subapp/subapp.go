@@ -955,14 +955,14 @@ func (a *App) injectFaults(newReceiver ud.NewReceiverFunc, groupB netip.AddrPort
 	silent.Silence, silent.SilenceAfter, silent.SilenceFor = true, after, dur
 	for _, c := range []faults.Config{base, silent} {
 		if err := c.Validate(); err != nil {
-			field := "silence-line" // SilenceAfter, SilenceFor
+			field, text := "silence-line", err.Error() // SilenceAfter, SilenceFor
 			if ce, ok := err.(*faults.ConfigError); ok {
 				if f, ok := map[string]string{"Loss": "inject-loss", "Burst": "inject-burst", "BurstLen": "inject-burst-len",
 					"Dup": "inject-dup", "Reorder": "inject-reorder"}[ce.Field]; ok {
-					field = f
+					field, text = f, fmt.Sprintf("%v: %s", ce.Value, ce.Reason)
 				}
 			}
-			return nil, cliconf.Invalid(field, "%v", err)
+			return nil, cliconf.Invalid(field, "%s", text)
 		}
 	}
 	if !base.Enabled() && line == "" {
