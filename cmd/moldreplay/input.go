@@ -6,6 +6,7 @@ import (
 
 	"github.com/tickcast/tickcast/feed/itch"
 	"github.com/tickcast/tickcast/feed/pcap"
+	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/seqgap"
 )
 
@@ -75,9 +76,11 @@ type CaptureStats struct {
 // newPcapInput returns the Input of the capture r, keeping the datagrams to
 // dst (zero: every MoldUDP64 datagram). malformed is called with each
 // record or datagram skipped as malformed, and event with each gap of the
-// capture's sequence and each session start or end in it.
-func newPcapInput(r io.Reader, dst netip.AddrPort, malformed func(error), event func(*seqgap.Event)) (*pcapInput, error) {
-	m, err := pcap.NewMessages(r, pcap.Config{Dst: dst, OnMalformed: malformed, OnEvent: event})
+// capture's sequence and each session start or end in it, unsequenced
+// once if the capture's packets carry sequence number 0 (pcap.Config).
+func newPcapInput(r io.Reader, dst netip.AddrPort, malformed func(error), event func(*seqgap.Event),
+	unsequenced func(mold.Session)) (*pcapInput, error) {
+	m, err := pcap.NewMessages(r, pcap.Config{Dst: dst, OnMalformed: malformed, OnEvent: event, OnUnsequenced: unsequenced})
 	if err != nil {
 		return nil, err
 	}

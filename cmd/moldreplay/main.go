@@ -47,8 +47,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -64,10 +62,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/feed/pcap"
-	"github.com/tickcast/tickcast/internal/logging"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/seqgap"
-	"github.com/tickcast/tickcast/ud/udp"
 )
 
 // settings are moldreplay's flags.
@@ -270,131 +266,10 @@ func main() {
 	os.Exit(code)
 }
 
-// run is the program: it returns the exit code. ready, if not nil, is given
-// the re-request server's address (or the zero address) once the sockets
-// are open, for tests.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(netip.AddrPort)) int {
-	var s settings
-	fs := newFlagSet(&s, stderr)
-	usage := func() {
-		fmt.Fprint(stdout, "Usage: moldreplay --itch FILE [flags]\n       moldreplay --pcap FILE[:GROUP:PORT] [flags]\n\nServes an ITCH 5.0 file, or a capture of MoldUDP64 packets carrying ITCH 5.0, as a\nMoldUDP64 feed on an A and an optional B multicast line, with injected loss, and\nanswers MoldUDP64 re-requests (docs/moldreplay.md). Settings come from flags only.\n\n")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-	}
-	// The flag package prints a bad flag's error (naming it) to stderr; the
-	// usage goes to stdout, and only when asked for.
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage()
-			return 0
-		}
-		fmt.Fprintln(stderr, "moldreplay: run with --help for the flags")
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "moldreplay: unexpected argument %q (the file goes after --itch or --pcap)\n", fs.Arg(0))
-		return 2
-	}
-	s.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { s.set[f.Name] = true })
-	o, err := s.check()
-	if err != nil {
-		fmt.Fprintf(stderr, "moldreplay: %v\n", err)
-		return 2
-	}
-	log, err := logging.New(s.logFormat, s.logLevel, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "moldreplay: --log: %v\n", err)
-		return 2
-	}
-	inputFlag := "itch"
-	if s.pcap != "" {
-		inputFlag = "pcap"
-	}
-	f, err := os.Open(s.path())
-	if err != nil {
-		fmt.Fprintf(stderr, "moldreplay: --%s: %v\n", inputFlag, err)
-		return 2
-	}
-	defer f.Close()
-	in, capture, err := openInput(f, s.pcap, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "moldreplay: --%s %s: %v\n", inputFlag, s.path(), err)
-		return 1
-	}
-	st := newStore(s.store)
-	var lines []*line
-	for i, g := range o.groups {
-		snd, err := udp.NewSender(udp.Config{Group: g.Addr(), Port: int(g.Port()), Interface: o.iface, TTL: s.ttl, MaxDatagram: s.maxDatagram})
-		if err != nil {
-			fmt.Fprintf(stderr, "moldreplay: %s: %v\n", []string{"--group", "--group-b"}[i], err)
-			return 2
-		}
-		defer snd.Close()
-		lines = append(lines, &line{out: snd, loss: newLossState(o.loss[i], s.seed, i), stats: LineStats{Group: g.String()}})
-	}
-	var srv *rerequestServer
-	if o.serveRerequest {
-		srv, err = listenRerequest(o.rerequest, rerequestConfig{Session: o.session, MaxCount: s.maxCount, MaxDatagram: s.maxDatagram,
-			Off: s.rerequestOff, StopAfter: s.rerequestStopAfter, Garbage: s.rerequestGarbage, Log: log}, st)
-		if err != nil {
-			fmt.Fprintf(stderr, "moldreplay: --rerequest: %v\n", err)
-			return 2
-		}
-	}
-	x, err := newExchange(exchangeConfig{Session: o.session, Speed: s.speed, Rate: s.rate, Heartbeat: s.heartbeat,
-		MaxDatagram: s.maxDatagram, EndRepeat: s.endRepeat, EndInterval: min(s.heartbeat, 100*time.Millisecond),
-		Clock: monoClock(), Log: log}, lines, st)
-	if err != nil {
-		fmt.Fprintf(stderr, "moldreplay: %v\n", err)
-		return 2
-	}
-	if ready != nil {
-		var addr netip.AddrPort
-		if srv != nil {
-			addr = srv.Addr()
-		}
-		ready(addr)
-	}
-	log.Info().Str(inputFlag, s.path()).Str("session", o.session.String()).Str("groups", fmt.Sprint(o.groups)).
-		Float64("speed", s.speed).Float64("rate", s.rate).Msg("serving")
-	start := time.Now()
-	runErr := x.run(ctx, in)
-	code := 0
-	if runErr != nil {
-		log.Error().Err(runErr).Msg("input")
-		code = 1
-	}
-	sum := Summary{Session: o.session.String(), Packets: x.packets, Messages: x.messages, Heartbeats: x.heartbeats,
-		EndOfSession: x.endSent, Lines: map[string]any{}}
-	for i, l := range lines {
-		sum.Lines[[]string{"a", "b"}[i]] = l.stats
-	}
-	if capture != nil {
-		st := capture.Stats()
-		sum.Capture = &st
-	}
-	if srv != nil {
-		select {
-		case <-ctx.Done():
-		case <-time.After(s.linger):
-		}
-		st := srv.Close()
-		sum.Rerequest = &st
-	}
-	sum.ElapsedS = time.Since(start).Seconds()
-	if runErr != nil {
-		sum.Error = runErr.Error()
-	}
-	b, _ := json.Marshal(sum)
-	fmt.Fprintln(stdout, string(b))
-	return code
-}
-
 // openInput returns the Input of f: an ITCH file, or, when pcapSpec (the
 // --pcap flag) is set, a capture, which it also returns to report on. A
-// capture's malformed records and the gaps in its sequence are logged.
+// capture's malformed records, the gaps in its sequence and a sequence
+// that is not there (an anonymized capture, read unsequenced) are logged.
 func openInput(f io.Reader, pcapSpec string, log zerolog.Logger) (Input, *pcapInput, error) {
 	if pcapSpec == "" {
 		in, err := newITCHInput(f)
@@ -416,6 +291,10 @@ func openInput(f io.Reader, pcapSpec string, log zerolog.Logger) (Input, *pcapIn
 		case seqgap.EventSessionStart, seqgap.EventSessionEnd:
 			log.Info().Str("event", ev.Kind.String()).Msg("capture")
 		}
+	}, func(session mold.Session) {
+		log.Warn().Str("session", session.String()).
+			Str("reason", "the packets carry sequence number 0, which MoldUDP64 never sends: an anonymized capture").
+			Msg("capture unsequenced: its messages are served in capture order, duplicates included")
 	})
 	if err != nil {
 		return nil, nil, err

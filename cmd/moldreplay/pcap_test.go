@@ -171,3 +171,35 @@ func TestBadCaptures(t *testing.T) {
 		t.Errorf("missing capture: exit %d, stderr %q: want 2 naming --pcap", code, errb.String())
 	}
 }
+
+// TestAnonymizedCaptureInput: a capture whose addresses, ports, session and
+// sequence numbers are zeroed is served in capture order, with the
+// messages a walk of its bytes finds, and said once to be unsequenced.
+func TestAnonymizedCaptureInput(t *testing.T) {
+	a := testenv.AnonymizeCaptures(t, "Multiple.Packets.pcap", "OrderDeleteMessage.pcap")
+	f, err := os.Open(a.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var logs bytes.Buffer
+	in, capture, err := openInput(f, a.Path, zerolog.New(&logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range a.Messages {
+		m, _, err := in.Next()
+		if err != nil || !bytes.Equal(m, want) {
+			t.Fatalf("message %d: %x %v, want %x", i+1, m, err, want)
+		}
+	}
+	if _, _, err := in.Next(); err != io.EOF {
+		t.Fatalf("after the last message: %v, want io.EOF", err)
+	}
+	if st := capture.Stats(); !st.Unsequenced || st.UnsequencedPackets != 3 || st.Messages != 40 {
+		t.Errorf("capture stats %+v: want 3 packets of 40 messages read unsequenced", *st.MoldCounts)
+	}
+	if n := strings.Count(logs.String(), "capture unsequenced"); n != 1 || strings.Count(logs.String(), `"level":"warn"`) != 1 {
+		t.Errorf("log %s: want one warning that the capture is unsequenced", logs.String())
+	}
+}
