@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/internal/testenv"
 )
 
 func TestBadSettingsExit2(t *testing.T) {
@@ -87,5 +91,47 @@ func TestBadSettingsSayWhere(t *testing.T) {
 				t.Errorf("%v %v: exit %d, stderr %q; want exit 2 and one line %q ... %s", src.args, src.env, code, msg, c.want, src.from)
 			}
 		}
+	}
+}
+
+// TestNoFeedSaysWhereItWaited runs a subscriber on free groups with no feed
+// handler: it ends by the idle timeout, exits 1, and its last log line
+// names the groups it waited on, per line.
+func TestNoFeedSaysWhereItWaited(t *testing.T) {
+	g := testenv.MulticastGroups(t, 93, 94)
+	var out, errb bytes.Buffer
+	code := run([]string{"--group", g[0].String(), "--group-b", g[1].String(), "--idle-timeout", "200ms",
+		"--recovery=false", "--metrics-addr=", "--log-format", "json", "--format", "none"},
+		func(string) string { return "" }, &out, &errb)
+	if code != 1 {
+		t.Errorf("exit %d, want 1\nstderr %s", code, errb.String())
+	}
+	var sum struct {
+		ExitReason string `json:"exit_reason"`
+		Packets    uint64 `json:"packets"`
+		Channels   []int  `json:"channels"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatalf("summary %q: %v", out.String(), err)
+	}
+	if sum.ExitReason != "idle-timeout" || sum.Packets != 0 || len(sum.Channels) != 4 {
+		t.Errorf("summary %+v, want exit_reason idle-timeout, no packets, 4 channels", sum)
+	}
+	last := func(base int) string {
+		c, err := tickcast.ChannelGroup(g[base], 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.String()
+	}
+	want := "no packet on line A " + g[0].String() + ".." + last(0) + " and line B " + g[1].String() + ".." + last(1) +
+		" (interface 127.0.0.1) in 200ms — is a feed handler publishing there?"
+	lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+	var entry struct{ Level, Message string }
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &entry); err != nil {
+		t.Fatalf("last log line %q: %v", lines[len(lines)-1], err)
+	}
+	if entry.Level != "warn" || entry.Message != want {
+		t.Errorf("last log line %q (%s), want warn %q", entry.Message, entry.Level, want)
 	}
 }

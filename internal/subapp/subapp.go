@@ -716,6 +716,7 @@ func (a *App) report(sum Summary, elapsed time.Duration) int {
 	}
 	ev.Uint64("received", sum.Received).Uint64("missing", sum.Missing).Uint64("kernel_drops", sum.KernelDrops).
 		Bool("verify_ok", sum.VerifyOK).Str("exit_reason", sum.ExitReason).Msg("subscriber done")
+	a.warnNoFeed(sum)
 	if sum.OK {
 		return 0
 	}
