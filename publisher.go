@@ -44,12 +44,10 @@ type PublisherConfig struct {
 	// SendBatch is how many finished packets of a channel may be queued for
 	// one batched send system call. Default DefaultSendBatch.
 	SendBatch int
-	// OnPacket, if set, is called with every data packet right after it
-	// was sent (or failed to send), before the next packet is built,
-	// byte-identical to what went on the wire: for the retransmission
-	// store, which holds every packet before a later one can tell a
-	// subscriber that it is missing. The bytes are valid only during the
-	// call.
+	// OnPacket, if set, is called with every data packet just before it is
+	// sent, byte-identical to what goes on the wire (for the retransmission
+	// store, which must hold a packet before any subscriber can see it).
+	// The bytes are valid only during the call.
 	OnPacket func(ch int, session mold.Session, firstSeq uint64, pkt []byte)
 	// OnControl, if set, is called with every heartbeat and end-of-session
 	// datagram after it was sent; nextSeq is the sequence it carries.
@@ -253,9 +251,8 @@ func (p *Publisher) Stats() PublisherStats { return p.stats }
 func (p *Publisher) ChannelPackets(ch int) uint64 { return p.chans[ch].packets }
 
 // ErrSend wraps a transport's error when a line could not send a packet.
-// The packet is in the retransmission store (OnPacket runs whether or not
-// the send succeeded), so a subscriber can still recover it; Run reports
-// such errors and goes on.
+// The packet is in the retransmission store (OnPacket ran first), so a
+// subscriber can still recover it; Run reports such errors and goes on.
 var ErrSend = errors.New("send failed")
 
 // ErrUnknownInstrument is returned by Publish for a message about an
@@ -270,7 +267,7 @@ var ErrUnknownInstrument = errors.New("instrument has no definition")
 //
 // An error wrapping ErrSend means m was published all the same: it is
 // sequenced and in its packet, and the packets a line failed to send were
-// handed to OnPacket all the same, so subscribers recover them.
+// handed to OnPacket first, so subscribers recover them.
 func (p *Publisher) Publish(m *feed.Msg, nowNs int64) error {
 	if p.ended {
 		return ErrEnded
@@ -364,10 +361,16 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 		return nil
 	}
 	next := pc.builders[pc.queued-1].NextSeq()
-	// The send timestamp is taken once per batch, as late as possible, and
-	// nothing but the stamping stands between it and the send: the store,
-	// the live feed and the observers come after.
+	// The send timestamp is taken once per batch, as late as possible.
 	sendNs := time.Now().UnixNano()
+	if obs := p.cfg.Observer; obs != nil && !p.muted {
+		if pc.openNs != 0 {
+			obs.Flushed(pc.idx, Now()-pc.openNs)
+		}
+		for _, b := range pc.builders[:pc.queued] {
+			obs.Packet(pc.idx, b.Count())
+		}
+	}
 	list := pc.sendList[:0]
 	for _, b := range pc.builders[:pc.queued] {
 		it := b.Messages()
@@ -375,6 +378,14 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 			feed.PutSendNs(msg, sendNs)
 		}
 		list = append(list, b.Finish())
+	}
+	// The retransmission store gets the packets before the wire does: a
+	// subscriber that sees a packet and asks for what preceded it must
+	// find it stored.
+	if p.cfg.OnPacket != nil {
+		for _, b := range pc.builders[:pc.queued] {
+			p.cfg.OnPacket(pc.idx, pc.session, b.FirstSeq(), b.Finish())
+		}
 	}
 	var firstErr error
 	if !p.muted {
@@ -385,24 +396,6 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 		}
 		pc.packets += uint64(pc.queued)
 		p.stats.Packets += uint64(pc.queued)
-	}
-	// The retransmission store gets the batch right after the wire, before
-	// the next batch is built: a subscriber learns that a message is
-	// missing only from a later packet, and by then it is stored. (A
-	// request that still comes first, for a batch on the wire a moment
-	// ago, is answered not-yet and asked again.)
-	if p.cfg.OnPacket != nil {
-		for _, b := range pc.builders[:pc.queued] {
-			p.cfg.OnPacket(pc.idx, pc.session, b.FirstSeq(), b.Finish())
-		}
-	}
-	if obs := p.cfg.Observer; obs != nil && !p.muted {
-		if pc.openNs != 0 {
-			obs.Flushed(pc.idx, Now()-pc.openNs)
-		}
-		for _, b := range pc.builders[:pc.queued] {
-			obs.Packet(pc.idx, b.Count())
-		}
 	}
 	pc.queued = 0
 	pc.builders[0].Start(pc.session, next)
