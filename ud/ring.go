@@ -90,6 +90,7 @@ func NewRing(capacity, slotSize int) (*Ring, error) {
 		return nil, fmt.Errorf("ud: ring slot size %d is not positive", slotSize)
 	}
 	backing := make([]byte, capacity*slotSize)
+	prefault(backing)
 	r := &Ring{
 		slots:     make([]Slot, capacity),
 		mask:      uint64(capacity - 1),
@@ -295,3 +296,15 @@ func (r *Ring) Close() {
 
 // Closed reports whether Close has been called.
 func (r *Ring) Closed() bool { return r.closed.Load() }
+
+// prefault writes to every page of b, so that the kernel maps them now: a
+// ring's first lap then takes no page faults on the receive path (a
+// fault costs a few µs, and the first lap of four rings at 300k msg/s
+// took thousands of them in its first tenth of a second). The ring's
+// memory is all in use after one lap anyway.
+func prefault(b []byte) {
+	const page = 4096
+	for i := 0; i < len(b); i += page {
+		b[i] = 0
+	}
+}
