@@ -97,7 +97,9 @@ func openSource(s *Settings, log zerolog.Logger, stderr io.Writer) (feed.Source,
 	}
 	f, src, msgs, err := openFile(fs, itch.Config{OrderCapacity: s.ITCHOrders, Depth: s.Depth}, log)
 	if err != nil {
-		return nil, nil, err
+		// A file that cannot be opened or read is a bad --source: the
+		// message says where that setting came from.
+		return nil, nil, cliconf.Invalid("source", "%v", err)
 	}
 	limit := uint64(0)
 	if _, set := s.Origins["count"]; set {
@@ -380,8 +382,7 @@ type pcapReport struct {
 func dryRun(s *Settings, log zerolog.Logger, stdout, stderr io.Writer) int {
 	src, release, err := openSource(s, log, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "feedhandler: %v\n", err)
-		return 2
+		return badSettings(stderr, s, err)
 	}
 	defer release()
 	p := src.(*progress)

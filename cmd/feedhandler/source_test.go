@@ -359,3 +359,26 @@ func TestDryRunPcapAnonymized(t *testing.T) {
 		t.Errorf("no warning saying where the packets went: %s", errb.String())
 	}
 }
+
+// TestMissingSourceSaysWhere: a --source file that cannot be opened exits 2
+// with a message naming the setting and where its value came from, with
+// and without --dry-run.
+func TestMissingSourceSaysWhere(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.itch")
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--source", "itch:" + missing, "--dry-run"}, nil, "(from --source)"},
+		{[]string{"--source", "itch:" + missing}, nil, "(from --source)"},
+		{[]string{"--dry-run"}, map[string]string{"TICKCAST_SOURCE": "itch:" + missing}, "(from env TICKCAST_SOURCE)"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(c.args, env(c.env), &stdout, &stderr)
+		msg := strings.TrimSpace(stderr.String())
+		if code != 2 || !strings.Contains(msg, "source") || !strings.Contains(msg, missing) || !strings.HasSuffix(msg, c.want) || strings.Count(msg, "\n") != 0 {
+			t.Errorf("%v %v: exit %d, %q; want 2 and one line naming source, the file and ending %q", c.args, c.env, code, msg, c.want)
+		}
+	}
+}
