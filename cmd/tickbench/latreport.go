@@ -303,20 +303,30 @@ func tickOr0(r latRun) latStats {
 	return *r.Tick
 }
 
+// roundKey names one run: a peer's run at a rate and channel count in a
+// round.
+type roundKey struct {
+	round, channels int
+	rate            float64
+	peer            string
+}
+
+// byRound indexes the runs that completed (no error, not a search probe)
+// by roundKey.
+func byRound(runs []latRun) map[roundKey]latRun {
+	by := map[roundKey]latRun{}
+	for _, r := range runs {
+		if r.Err == "" && !r.Probe {
+			by[roundKey{r.Round, r.Channels, r.Rate, r.Peer}] = r
+		}
+	}
+	return by
+}
+
 // ratios compares, per round, each tickcast mode with the floor of its
 // class and with NATS at the same rate and channel count.
 func ratios(runs []latRun) []ratioStat {
-	type key struct {
-		round, channels int
-		rate            float64
-		peer            string
-	}
-	by := map[key]latRun{}
-	for _, r := range runs {
-		if r.Err == "" && !r.Probe {
-			by[key{r.Round, r.Channels, r.Rate, r.Peer}] = r
-		}
-	}
+	by := byRound(runs)
 	type rk struct {
 		channels int
 		rate     float64
@@ -340,7 +350,7 @@ func ratios(runs []latRun) []ratioStat {
 			floor = peerFloorBusy
 		}
 		div := func(x, y float64) (float64, bool) { return x / y, y > 0 }
-		if f, ok := by[key{r.Round, r.Channels, r.Rate, floor}]; ok {
+		if f, ok := by[roundKey{r.Round, r.Channels, r.Rate, floor}]; ok {
 			if v, ok := div(r.Lat.P50Us, f.Lat.P50Us); ok {
 				a[0] = append(a[0], v)
 			}
@@ -348,7 +358,7 @@ func ratios(runs []latRun) []ratioStat {
 				a[1] = append(a[1], v)
 			}
 		}
-		if n, ok := by[key{r.Round, r.Channels, r.Rate, peerNATS}]; ok {
+		if n, ok := by[roundKey{r.Round, r.Channels, r.Rate, peerNATS}]; ok {
 			if v, ok := div(r.Lat.P50Us, n.Lat.P50Us); ok {
 				a[2] = append(a[2], v)
 			}

@@ -246,17 +246,7 @@ func floorOf(class string) string {
 // baseline in both deployments, NATS) with the floor of its class in the
 // same round, rate and channel count, in each phase both runs have.
 func tailRatios(runs []latRun) []tailRatio {
-	type rkey struct {
-		round, channels int
-		rate            float64
-		peer            string
-	}
-	by := map[rkey]latRun{}
-	for _, r := range runs {
-		if r.Err == "" && !r.Probe {
-			by[rkey{r.Round, r.Channels, r.Rate, r.Peer}] = r
-		}
-	}
+	by := byRound(runs)
 	type key struct {
 		channels int
 		rate     float64
@@ -269,7 +259,7 @@ func tailRatios(runs []latRun) []tailRatio {
 		if r.Err != "" || r.Probe || r.Peer == peerFloorBlocking || r.Peer == peerFloorBusy {
 			continue
 		}
-		f, ok := by[rkey{r.Round, r.Channels, r.Rate, floorOf(r.Class)}]
+		f, ok := by[roundKey{r.Round, r.Channels, r.Rate, floorOf(r.Class)}]
 		if !ok {
 			continue
 		}
