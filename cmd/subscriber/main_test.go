@@ -66,29 +66,18 @@ func TestBadSettingsSayWhere(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for _, c := range cases {
-		envName := "TICKCAST_" + strings.ToUpper(strings.ReplaceAll(c.name, "-", "_"))
 		path := filepath.Join(dir, c.name+".yaml")
 		yaml := "# settings\nverify: true\n\n" + c.name + ": \"" + c.value + "\"\n"
 		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		for _, src := range []struct {
-			args []string
-			env  map[string]string
-			from string
-		}{
-			{[]string{"--" + c.name, c.value}, nil, "(from --" + c.name + ")"},
-			{[]string{"--" + c.name + "=" + c.value}, nil, "(from --" + c.name + ")"},
-			{nil, map[string]string{envName: c.value}, "(from env " + envName + ")"},
-			{[]string{"--config", path}, nil, "(from config " + path + ":4)"},
-			{nil, map[string]string{"TICKCAST_CONFIG": path}, "(from config " + path + ":4)"},
-		} {
+		for _, src := range testenv.SettingSources(c.name, c.value, path, "4") {
 			var out, errb bytes.Buffer
-			code := run(src.args, env(src.env), &out, &errb)
+			code := run(src.Args, env(src.Env), &out, &errb)
 			msg := errb.String()
-			if code != 2 || !strings.HasPrefix(msg, "subscriber: "+c.want) || !strings.HasSuffix(msg, " "+src.from+"\n") ||
+			if code != 2 || !strings.HasPrefix(msg, "subscriber: "+c.want) || !strings.HasSuffix(msg, " "+src.From+"\n") ||
 				strings.Count(msg, "\n") != 1 {
-				t.Errorf("%v %v: exit %d, stderr %q; want exit 2 and one line %q ... %s", src.args, src.env, code, msg, c.want, src.from)
+				t.Errorf("%v %v: exit %d, stderr %q; want exit 2 and one line %q ... %s", src.Args, src.Env, code, msg, c.want, src.From)
 			}
 		}
 	}
