@@ -20,7 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/nats-io/nats.go"
 
 	"github.com/tickcast/tickcast/internal/hgrm"
@@ -162,7 +161,7 @@ func natsSub(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer nc.Close()
-	r := &natsReceiver{hist: newLatHist(), split: newLatSplit(), expect: *expect, chans: f.chans, done: make(chan struct{})}
+	r := &natsReceiver{split: newLatSplit(), expect: *expect, chans: f.chans, done: make(chan struct{})}
 	sub, err := nc.Subscribe(f.subject, r.receive)
 	if err != nil {
 		return err
@@ -184,14 +183,13 @@ func natsSub(args []string, stdout, stderr io.Writer) error {
 	}
 	r.rep.Reason = reason
 	r.rep.First, r.rep.Steady = statsOf(r.split.First), statsOf(r.split.Steady)
-	return printLatReport(stdout, &r.rep, &r.rep.latStats, r.hist, *hgrm)
+	return printLatReport(stdout, &r.rep, &r.rep.latStats, r.split.Whole(), *hgrm)
 }
 
 // natsReceiver is nats-sub's state, shared by the NATS client's callback
 // and the role's wait for the end.
 type natsReceiver struct {
-	hist   *hdrhistogram.Histogram
-	split  *hgrm.Split   // hist's latencies again, first second and steady state
+	split  *hgrm.Split   // the latencies: first second and steady state (Whole: the run)
 	expect uint64        // messages to stop at (0: at the end markers)
 	chans  int           // end markers to stop at
 	done   chan struct{} // closed once, at expect messages or chans end markers
@@ -217,7 +215,6 @@ func (r *natsReceiver) receive(m *nats.Msg) {
 		}
 		return
 	}
-	recordLat(r.hist, now.UnixNano()-ns)
 	r.split.Record(now.UnixNano(), now.UnixNano()-ns)
 	if r.rep.Received == 0 {
 		r.rep.FirstNs = now.UnixNano()

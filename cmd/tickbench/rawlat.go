@@ -17,7 +17,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/tickcast/tickcast/internal/hgrm"
@@ -204,7 +203,7 @@ func latRecv(args []string, stdout, stderr io.Writer) error {
 		}
 		fds[ch] = fd
 	}
-	r := &latReceiver{fds: fds, hist: newLatHist(), split: newLatSplit(), expect: *expect, idle: *idle, startWait: *startWait}
+	r := &latReceiver{fds: fds, split: newLatSplit(), expect: *expect, idle: *idle, startWait: *startWait}
 	r.hdrs, r.bufs = mmsgs(recvBatch, rf.size)
 	fmt.Fprintln(stderr, "tickbench lat-recv: ready")
 	if *mode == "blocking" {
@@ -216,7 +215,7 @@ func latRecv(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	r.rep.First, r.rep.Steady = statsOf(r.split.First), statsOf(r.split.Steady)
-	return printLatReport(stdout, &r.rep, &r.rep.latStats, r.hist, *hgrm)
+	return printLatReport(stdout, &r.rep, &r.rep.latStats, r.split.Whole(), *hgrm)
 }
 
 // latReceiver is the floor's receive loop state. One goroutine uses it.
@@ -224,8 +223,7 @@ type latReceiver struct {
 	fds       []int
 	hdrs      []unix.Mmsghdr
 	bufs      [][]byte
-	hist      *hdrhistogram.Histogram
-	split     *hgrm.Split // hist's latencies again, first second and steady state
+	split     *hgrm.Split // the latencies: first second and steady state (Whole: the run)
 	expect    uint64
 	idle      time.Duration
 	startWait time.Duration
@@ -262,7 +260,6 @@ func (r *latReceiver) drain(fd int) error {
 				r.rep.Announced += announced
 				continue
 			}
-			recordLat(r.hist, nowNs-ns)
 			r.split.Record(nowNs, nowNs-ns)
 			data++
 		}

@@ -14,7 +14,7 @@ const FirstPhase = time.Second
 // Split divides a run's latencies by when they were received: the first
 // second (FirstPhase, from the first latency recorded; start-up, first
 // packets, caches and queues filling) and the rest, the steady state. The
-// whole run is the caller's own histogram; Split keeps the two parts.
+// whole run is the two together (Whole).
 //
 // Record allocates nothing: both histograms are allocated by NewSplit, and
 // values are clamped into their range so RecordValue cannot fail (its error
@@ -45,4 +45,13 @@ func (s *Split) Record(atNs, ns int64) {
 	} else {
 		s.Steady.RecordValue(v)
 	}
+}
+
+// Whole returns a new histogram of the whole run: First and Steady merged.
+// It allocates; call it once, at the end.
+func (s *Split) Whole() *hdrhistogram.Histogram {
+	h := hdrhistogram.New(1, s.maxNs, 3)
+	h.Merge(s.First)
+	h.Merge(s.Steady)
+	return h
 }

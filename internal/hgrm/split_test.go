@@ -38,3 +38,20 @@ func TestSplitAllocs(t *testing.T) {
 		t.Errorf("Record: %v allocations per call, want 0", n)
 	}
 }
+
+// TestSplitWhole: the whole run is both phases merged: every latency
+// counted once, the extremes kept.
+func TestSplitWhole(t *testing.T) {
+	s := NewSplit(int64(time.Minute))
+	start := int64(1_000_000_000)
+	for i := int64(1); i <= 1000; i++ {
+		s.Record(start+i*int64(2*time.Millisecond), i*1000) // 2 s: half in each phase
+	}
+	w := s.Whole()
+	if w.TotalCount() != 1000 || s.First.TotalCount()+s.Steady.TotalCount() != 1000 || s.First.TotalCount() == 0 || s.Steady.TotalCount() == 0 {
+		t.Fatalf("whole %d, first %d, steady %d: want 1000 in all, both phases used", w.TotalCount(), s.First.TotalCount(), s.Steady.TotalCount())
+	}
+	if w.Min() > 1000 || !w.ValuesAreEquivalent(w.Max(), 1_000_000) {
+		t.Errorf("whole min %d max %d, want 1000 and 1000000", w.Min(), w.Max())
+	}
+}

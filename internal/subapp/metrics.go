@@ -26,10 +26,10 @@ import (
 // polling goroutine.
 type appMetrics struct {
 	lat     *tickprom.LatencyMetrics
-	hdr     *hdrhistogram.Histogram // send to release, ns; polling goroutine only
 	tickHdr *hdrhistogram.Histogram // feed handler's receipt of the tick to release, ns; polling goroutine only
-	// split is hdr's latencies again, split into the first second and the
-	// steady state by release time (LatencySplit); polling goroutine only.
+	// split is the send-to-release latency in ns, by release time: the
+	// first second and the steady state (LatencySplit); the whole run is
+	// the two merged (Split.Whole). Polling goroutine only.
 	split *hgrm.Split
 	// The stages of the path, each a histogram in ns: in the feed handler
 	// (tick received to send stamp), on the wire and in the kernel up to
@@ -58,7 +58,7 @@ const hdrMaxNs = int64(time.Minute)
 func newAppMetrics() *appMetrics {
 	// Three significant digits from 1 ns to a minute: about 200 KB.
 	h := func() *hdrhistogram.Histogram { return hdrhistogram.New(1, hdrMaxNs, 3) }
-	return &appMetrics{lat: tickprom.NewLatencyMetrics(), hdr: h(), tickHdr: h(),
+	return &appMetrics{lat: tickprom.NewLatencyMetrics(), tickHdr: h(),
 		stageFH: h(), stageWire: h(), stageRelease: h(), recovery: h(), split: hgrm.NewSplit(hdrMaxNs)}
 }
 
@@ -67,10 +67,7 @@ func (m *appMetrics) Released(ch int, sendNs, recvNs, nowNs int64) {
 	m.relNs = nowNs
 	m.lat.Released(ch, sendNs, recvNs, nowNs)
 	if sendNs > 0 {
-		// Clamped into the range, so RecordValue cannot fail (its error
-		// would allocate).
-		m.hdr.RecordValue(min(max(nowNs-sendNs, 1), hdrMaxNs))
-		m.split.Record(nowNs, nowNs-sendNs)
+		m.split.Record(nowNs, nowNs-sendNs) // clamped: cannot fail or allocate
 		if recvNs > 0 {
 			m.stageWire.RecordValue(min(max(recvNs-sendNs, 1), hdrMaxNs))
 		}
@@ -271,7 +268,7 @@ func schedLatency() (p50, p99 float64) {
 }
 
 func (m *appMetrics) summary() LatencySummary {
-	h, t := m.hdr, m.tickHdr
+	h, t := m.split.Whole(), m.tickHdr
 	us := func(h *hdrhistogram.Histogram, q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1e3 }
 	return LatencySummary{LatencyCount: h.TotalCount(), LatencyP50Us: us(h, 50), LatencyP90Us: us(h, 90),
 		LatencyP99Us: us(h, 99), LatencyP999Us: us(h, 99.9), LatencyMaxUs: float64(h.Max()) / 1e3,
@@ -288,7 +285,7 @@ func (m *appMetrics) writeLatency(path string, log zerolog.Logger) {
 	if path == "" {
 		return
 	}
-	if err := hgrm.Write(path, m.hdr); err != nil {
+	if err := hgrm.Write(path, m.split.Whole()); err != nil {
 		log.Error().Err(err).Str("path", path).Msg("latency-out")
 	}
 }
