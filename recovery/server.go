@@ -898,11 +898,6 @@ func (s *Server) reject(m *nats.Msg, e *ReplyError) {
 		// ahead of this one for; routine, not a fault.
 		level = zerolog.DebugLevel
 	}
-	s.rejectAt(m, e, level)
-}
-
-// rejectAt is reject with the level its log line takes.
-func (s *Server) rejectAt(m *nats.Msg, e *ReplyError, level zerolog.Level) {
 	s.mu.Lock()
 	s.rejected[e.Code]++
 	logIt := time.Since(s.lastLog) > 200*time.Millisecond
