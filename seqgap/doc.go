@@ -85,8 +85,12 @@
 // recovery, the tracker asks which session the channel publishes (a Request
 // marked Query) at the start of each session and for each new competitor;
 // the answer (AnswerSession) confirms the current session or replaces it by
-// the one named. At startup the first session seen is followed until the
-// answer comes.
+// the one named. With ConfirmFirst the caller also asks before the first
+// packet (Tracker.Probe): a first session recovery named, or one met before
+// recovery could tell, is released at once; only one other than the session
+// named waits for recovery's word. A session followed unconfirmed that
+// recovery then replaces while it still sends is reported as competing, and
+// what it delivered counted (Stats.Unvetted).
 //
 // When a session is replaced, whatever the old one still
 // lacked is declared lost (reason session-replaced), its held messages are
