@@ -175,7 +175,20 @@ func TestStopLeavesSessionsToPeer(t *testing.T) {
 	}
 	defer b.Close()
 	ctx, stop := context.WithCancel(context.Background())
-	time.AfterFunc(500*time.Millisecond, stop)
+	go func() {
+		// Stopped once it has caught up with its peer and publishes: a
+		// fixed delay let a slow start (a loaded host) reach the end of
+		// the feed before the stop.
+		defer stop()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, `"line":"b"`) && strings.Contains(l, "caught up with the peer") {
+					time.Sleep(50 * time.Millisecond)
+					return
+				}
+			}
+		}
+	}()
 	bSum, err := b.Run(ctx)
 	if err != nil {
 		t.Fatalf("second feed handler: %v", err)
