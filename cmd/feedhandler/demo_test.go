@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -15,7 +14,7 @@ import (
 // what to expect of them, and has no warning or error line.
 func TestDemo(t *testing.T) {
 	group := testenv.MulticastGroups(t, 77)[0]
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr testenv.SyncBuffer // written by the demo's goroutines
 	code := run([]string{"--demo", "--count", "20000", "--rate", "20000", "--group", group.String(),
 		"--nats-listen", "127.0.0.1:0", "--metrics-addr=", "--linger", "0s", "--log-format", "json"}, env(nil), &stdout, &stderr)
 	var sum struct {
@@ -23,7 +22,7 @@ func TestDemo(t *testing.T) {
 		Received uint64  `json:"received"`
 		P999     float64 `json:"latency_p999_us"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+	if err := json.Unmarshal([]byte(stdout.String()), &sum); err != nil {
 		t.Fatalf("stdout %q: %v", stdout.String(), err)
 	}
 	if code != 0 || !sum.OK || sum.Received != 20000 {
