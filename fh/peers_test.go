@@ -144,7 +144,10 @@ func TestStopLeavesSessionsToPeer(t *testing.T) {
 	cluster := natstest.StartCluster(t, natstest.ClusterOptions{Quiet: true})
 	groups := testenv.MulticastGroups(t, 77, 78)
 	var logs testenv.SyncBuffer
-	const count = 30000
+	// 4 s at 20,000 msg/s: the second feed handler must join, catch up
+	// and be stopped while the first still publishes, and on a loaded
+	// host (the race detector, CI) joining alone has taken over a second.
+	const count = 80000
 	a, err := hotHot(t, cluster, groups, "a", "synthetic 5", count, &logs)
 	if err != nil {
 		t.Fatal(err)
