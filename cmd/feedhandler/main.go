@@ -79,6 +79,7 @@ type Settings struct {
 	LogLevel    string        `flag:"log-level" default:"info" help:"debug, info, warn or error"`
 	Demo        bool          `flag:"demo" help:"also run a verifying subscriber in this process and print its summary"`
 	Trace       string        `flag:"trace" default:"" help:"write a Go execution trace (runtime/trace) of the run to this file, for finding stalls: go tool trace FILE (it costs some latency while on)"`
+	CPUProfile  string        `flag:"cpuprofile" default:"" help:"write a CPU profile (runtime/pprof) of the run to this file, for finding where the time per message goes: go tool pprof FILE"`
 
 	FeedName         string        `flag:"feed-name" default:"tickcast" help:"feed name in the NATS subjects (tickcast.FEED.retransmit.CH, ...)"`
 	NATSURL          string        `flag:"nats-url" default:"" help:"external NATS server or cluster to serve recovery on (empty: run an embedded server on --nats-listen)"`
@@ -396,12 +397,16 @@ func publish(ctx context.Context, abort <-chan struct{}, s *Settings, cfg fh.Con
 	}
 	cfg.Log.Info().Str("source", s.Source).Uint64("count", s.Count).Float64("rate", cfg.Rate).
 		Uint64("seed", s.Seed).Int("instruments", s.Instruments).Str("settings_from", s.Origins.String()).Msg("publishing")
-	stopTrace, err := tracing.Start(s.Trace)
+	stopTrace, err := tracing.StartBoth(s.Trace, s.CPUProfile)
 	if err != nil {
-		if inner := errors.Unwrap(err); inner != nil {
-			err = inner // without tracing's own "trace:"
+		name := "trace"
+		if strings.HasPrefix(err.Error(), "cpuprofile") {
+			name = "cpuprofile"
 		}
-		return badSettings(stderr, s, cliconf.Invalid("trace", "%v", err))
+		if inner := errors.Unwrap(err); inner != nil {
+			err = inner // without tracing's own "trace:" or "cpuprofile:"
+		}
+		return badSettings(stderr, s, cliconf.Invalid(name, "%v", err))
 	}
 	sum, err := h.Run(ctx)
 	if err := stopTrace(); err != nil {

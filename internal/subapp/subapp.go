@@ -79,6 +79,7 @@ type Settings struct {
 	MetricsAddr string `flag:"metrics-addr" default:"127.0.0.1:9465" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port); left at this default, a port in use moves on to the next free one of 9465..9564, so several subscribers run on one host; an address given explicitly must be free"`
 	LatencyOut  string `flag:"latency-out" default:"" help:"at exit, write the send-to-release latency histogram to this file as an HdrHistogram percentile distribution (.hgrm, microseconds)"`
 	Trace       string `flag:"trace" default:"" help:"write a Go execution trace (runtime/trace) of the run to this file, for finding stalls: go tool trace FILE (it costs some latency while on)"`
+	CPUProfile  string `flag:"cpuprofile" default:"" help:"write a CPU profile (runtime/pprof) of the run to this file, for finding where the time per message goes: go tool pprof FILE"`
 
 	// Several subscribers per host: docs/operations.md, "Several subscribers on one host".
 	MetricsSDDir string `flag:"metrics-sd-dir" default:"" help:"register the metrics address for Prometheus's file-based service discovery (file_sd_configs): write DIR/subscriber-HOST-PORT.json, an existing directory, and remove it at exit (empty: no file)"`
@@ -583,7 +584,7 @@ func (a *App) Run(ctx context.Context) int {
 	allocs := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
 	metrics.Read(allocs)
 	allocs0 := allocs[0].Value.Uint64()
-	stopTrace, err := tracing.Start(a.s.Trace)
+	stopTrace, err := tracing.StartBoth(a.s.Trace, a.s.CPUProfile)
 	if err != nil {
 		a.log.Error().Err(err).Msg("--trace")
 		return 1

@@ -1,12 +1,16 @@
-// Package tracing writes a Go execution trace (runtime/trace) of a
-// program's run to a file: the programs' --trace flag, for finding where a
-// stall came from (go tool trace FILE; docs/bench.md, "Where the tail comes
-// from").
+// Package tracing writes what the programs' --trace and --cpuprofile flags
+// ask for: a Go execution trace (runtime/trace) of the run, for finding
+// where a stall came from (go tool trace FILE; docs/bench.md, "Where the
+// tail comes from"), and a CPU profile (runtime/pprof), for finding where
+// the time per packet goes (go tool pprof FILE; docs/bench.md, "Where the
+// time per packet goes").
 package tracing
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"runtime/trace"
 )
 
@@ -29,4 +33,45 @@ func Start(path string) (stop func() error, err error) {
 		trace.Stop()
 		return f.Close()
 	}, nil
+}
+
+// StartCPU starts CPU profiling to path and returns the function that
+// stops it and closes the file. An empty path profiles nothing; stop is
+// then a no-op.
+func StartCPU(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("cpuprofile %s: %w", path, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// StartBoth starts what Start and StartCPU start, and returns the function
+// that stops both. An error names the flag (trace or cpuprofile) whose file
+// could not be written, and nothing is left running.
+func StartBoth(tracePath, cpuPath string) (stop func() error, err error) {
+	stopTrace, err := Start(tracePath)
+	if err != nil {
+		return nil, err
+	}
+	stopCPU, err := StartCPU(cpuPath)
+	if err != nil {
+		stopTrace()
+		if tracePath != "" {
+			os.Remove(tracePath)
+		}
+		return nil, err
+	}
+	return func() error { return errors.Join(stopCPU(), stopTrace()) }, nil
 }
