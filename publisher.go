@@ -130,6 +130,7 @@ func (c PublisherConfig) validate() error {
 type PublisherStats struct {
 	Messages          uint64 // messages published
 	Packets           uint64 // data packets sent (per line counted once)
+	PacketBytes       uint64 // bytes of those packets, MoldUDP64 header included
 	Heartbeats        uint64
 	UnknownInstrument uint64 // messages dropped: instrument never defined
 	FlushDrain        uint64 // flushes because input drained
@@ -372,12 +373,15 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 		}
 	}
 	list := pc.sendList[:0]
+	var nbytes int
 	for _, b := range pc.builders[:pc.queued] {
 		it := b.Messages()
 		for msg, _, ok := it.Next(); ok; msg, _, ok = it.Next() {
 			feed.PutSendNs(msg, sendNs)
 		}
-		list = append(list, b.Finish())
+		pkt := b.Finish()
+		nbytes += len(pkt)
+		list = append(list, pkt)
 	}
 	// The retransmission store gets the packets before the wire does: a
 	// subscriber that sees a packet and asks for what preceded it must
@@ -396,6 +400,7 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 		}
 		pc.packets += uint64(pc.queued)
 		p.stats.Packets += uint64(pc.queued)
+		p.stats.PacketBytes += uint64(nbytes)
 	}
 	pc.queued = 0
 	pc.builders[0].Start(pc.session, next)

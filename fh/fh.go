@@ -479,7 +479,7 @@ func (s Summary) Fields() map[string]any {
 	st, rst := s.Publisher, s.Recovery
 	elapsed := s.Elapsed.Seconds()
 	return map[string]any{
-		"role": "feedhandler", "messages": st.Messages, "packets": st.Packets, "heartbeats": st.Heartbeats,
+		"role": "feedhandler", "messages": st.Messages, "packets": st.Packets, "packet_bytes": st.PacketBytes, "heartbeats": st.Heartbeats,
 		"elapsed_s": elapsed, "msgs_per_s": float64(st.Messages) / elapsed,
 		"msgs_per_packet": float64(st.Messages) / max(1, float64(st.Packets)),
 		"flush_drain":     st.FlushDrain, "flush_full": st.FlushFull, "flush_deadline": st.FlushDeadline,

@@ -47,18 +47,47 @@ func slotOf(t feed.Type) int {
 type instrument struct {
 	slots  [numSlots][]byte
 	inline [numSlots][slotCap]byte
-	// levels are, per side (bids, asks), the levels the level deltas
-	// published so far describe, best first: for each the last delta of
-	// its price, kept as a new-level delta. Entries past the length keep
-	// their buffers for reuse.
+	// px and levels are, per side (bids, asks), the levels the level
+	// deltas published so far describe, best first: px their prices, and
+	// levels, index for index, the last delta of each price, kept as a
+	// new-level delta. The prices are apart from the messages so that a
+	// search reads one or two cache lines, and each message is kept in
+	// its entry, not behind a pointer.
+	px     [2][]int64
 	levels [2][]level
 }
 
-// level is one price level of an instrument: its price and the last level
-// delta at that price, its action set to feed.ActionNew.
+// levelCap is the room for a level delta in its level entry: a version-1
+// delta and fields a newer version may append. A longer one is kept in
+// level.big.
+const levelCap = 64
+
+// level is the last level delta at one price, its action set to
+// feed.ActionNew: in buf[:n] when it fits, else in big (n is then 0).
 type level struct {
-	px  int64
-	msg []byte
+	n   uint8
+	buf [levelCap]byte
+	big []byte
+}
+
+// msg returns the level's delta, with its capacity cut to its length.
+func (l *level) msg() []byte {
+	if l.n == 0 {
+		return l.big[:len(l.big):len(l.big)]
+	}
+	return l.buf[:l.n:l.n]
+}
+
+// set keeps msg as the level's delta, action new.
+func (l *level) set(msg []byte) {
+	if len(msg) <= levelCap {
+		l.n = uint8(copy(l.buf[:], msg))
+		l.buf[levelActionOffset] = feed.ActionNew
+		return
+	}
+	l.n = 0
+	l.big = append(l.big[:0], msg...)
+	l.big[levelActionOffset] = feed.ActionNew
 }
 
 func newInstrument() *instrument {
@@ -201,58 +230,57 @@ func (in *instrument) applyLevel(msg []byte) {
 		return
 	}
 	px := int64(binary.LittleEndian.Uint64(body[8:]))
-	lv := in.levels[k]
-	i, found := levelIndex(lv, px, bid)
+	prices, lv := in.px[k], in.levels[k]
+	i, found := levelIndex(prices, px, bid)
 	switch body[1] {
 	case feed.ActionNew, feed.ActionChange:
 	case feed.ActionDelete:
 		if found {
-			// Move the entry, with its buffer, past the end for reuse.
-			gone := lv[i]
+			copy(prices[i:], prices[i+1:])
 			copy(lv[i:], lv[i+1:])
-			lv[len(lv)-1] = gone
-			in.levels[k] = lv[:len(lv)-1]
+			// The last entry keeps a copy of its neighbour's big buffer,
+			// if any; it is reused or dropped with the entry.
+			in.px[k], in.levels[k] = prices[:len(prices)-1], lv[:len(lv)-1]
 		}
 		return
 	default:
 		return
 	}
 	if !found {
-		// Insert at i, taking the buffer of the first entry past the end.
+		prices = append(prices, 0)
 		if len(lv) < cap(lv) {
-			lv = lv[:len(lv)+1] // not append, which would zero the spare's buffer
+			lv = lv[:len(lv)+1]
 		} else {
 			lv = append(lv, level{})
 		}
-		spare := lv[len(lv)-1]
+		copy(prices[i+1:], prices[i:])
 		copy(lv[i+1:], lv[i:])
-		lv[i] = spare
-		in.levels[k] = lv
+		prices[i] = px
+		lv[i].big = nil // shared with the entry after it
+		in.px[k], in.levels[k] = prices, lv
 	}
-	l := &lv[i]
-	l.px = px
-	if cap(l.msg) < len(msg) {
-		l.msg = make([]byte, len(msg), max(slotCap, len(msg)+len(msg)/4))
-	}
-	l.msg = l.msg[:len(msg)]
-	copy(l.msg, msg)
-	l.msg[levelActionOffset] = feed.ActionNew
+	lv[i].set(msg)
 }
 
-// levelIndex returns the index of px in levels (best first: descending
-// prices for bids, ascending for asks) and whether it is there; if not,
-// the index where it belongs.
-func levelIndex(levels []level, px int64, bid bool) (int, bool) {
-	i, found := slices.BinarySearchFunc(levels, px, func(l level, px int64) int {
-		switch {
-		case l.px == px:
-			return 0
-		case (l.px > px) == bid:
-			return -1 // l ranks before px
+// levelIndex returns the index of px in prices (best first: descending
+// for bids, ascending for asks) and whether it is there; if not, the index
+// where it belongs. A side holds at most the feed handler's depth (64), so
+// a scan beats a binary search.
+func levelIndex(prices []int64, px int64, bid bool) (int, bool) {
+	if bid {
+		for i, p := range prices {
+			if p <= px {
+				return i, p == px
+			}
 		}
-		return 1
-	})
-	return i, found
+		return len(prices), false
+	}
+	for i, p := range prices {
+		if p >= px {
+			return i, p == px
+		}
+	}
+	return len(prices), false
 }
 
 // each calls fn with the instrument's messages: its definition, status,
@@ -267,9 +295,9 @@ func (in *instrument) each(fn func(msg []byte) error) error {
 			return err
 		}
 	}
-	for _, side := range in.levels {
-		for _, l := range side {
-			if err := fn(l.msg[:len(l.msg):len(l.msg)]); err != nil {
+	for k := range in.levels {
+		for i := range in.levels[k] {
+			if err := fn(in.levels[k][i].msg()); err != nil {
 				return err
 			}
 		}

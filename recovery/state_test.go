@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/tickcast/tickcast/feed"
+	"github.com/tickcast/tickcast/feed/itch"
+	"github.com/tickcast/tickcast/feed/itch/itchgen"
 	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/mold"
 )
@@ -213,6 +215,11 @@ func TestStateLevels(t *testing.T) {
 		px := int64(100 + r.IntN(30))
 		action := []byte{feed.ActionNew, feed.ActionChange, feed.ActionDelete}[r.IntN(3)]
 		msg := levelDelta(t, k.id, k.side, action, px, uint32(1+r.IntN(9)), uint64(r.IntN(1000)))
+		if r.IntN(4) == 0 {
+			// A newer version, some longer than a level entry's room:
+			// kept whole, and never shared with a neighbouring level.
+			msg = append(msg, bytes.Repeat([]byte{byte(step)}, r.IntN(2*levelCap))...)
+		}
 		seq++
 		st.apply(seq, msg)
 		if action == feed.ActionDelete {
@@ -222,7 +229,7 @@ func TestStateLevels(t *testing.T) {
 			want[feed.HeaderLen+1] = feed.ActionNew
 			model[k][px] = want
 		}
-		if step%500 != 0 {
+		if step%50 != 0 {
 			continue
 		}
 		_, _, got := snapshotAll(t, st.snapshot)
@@ -288,5 +295,47 @@ func BenchmarkApply(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		seq++
 		st.apply(seq, msgs[i%len(msgs)])
+	}
+}
+
+// BenchmarkApplyITCHDay applies the normalized messages of a generated ITCH
+// day (8,000 stocks, 100,000 live orders, depth 10) as the feed handler's
+// snapshot state does: most are level deltas, spread over thousands of
+// instruments, so the cost is mostly memory traffic.
+func BenchmarkApplyITCHDay(b *testing.B) {
+	g, err := itchgen.New(itchgen.Config{Seed: 1, Stocks: 8000, Orders: 100_000, Messages: 400_000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var day bytes.Buffer
+	if _, err := g.WriteTo(&day); err != nil {
+		b.Fatal(err)
+	}
+	src, err := itch.NewSource(&day, itch.Config{Depth: 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var msgs [][]byte
+	var m feed.Msg
+	var seq [1 << 16]uint32
+	for src.Next(&m) == nil {
+		seq[m.Instrument&0xffff]++
+		m.InstSeq = seq[m.Instrument&0xffff]
+		buf := make([]byte, feed.Size(m.Type))
+		if _, err := m.Encode(buf); err != nil {
+			b.Fatal(err)
+		}
+		msgs = append(msgs, buf)
+	}
+	var st state
+	st.reset(mold.Session{}, 0)
+	for i, msg := range msgs { // every instrument and level seen once
+		st.apply(uint64(i+1), msg)
+	}
+	seqNo := uint64(len(msgs))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		seqNo++
+		st.apply(seqNo, msgs[i%len(msgs)])
 	}
 }

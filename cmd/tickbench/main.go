@@ -44,6 +44,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -144,6 +145,9 @@ type benchFlags struct {
 	channels, rates, searchRates, modes, fanSubs, markdown string
 	deploy, floors                                         string
 	search, throughput                                     bool
+	day                                                    daySettings
+	dayMode                                                bool
+	subs                                                   string
 }
 
 // flagSet returns the flag set that fills f.
@@ -155,7 +159,7 @@ func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.channels, "channels", "", "channels (multicast groups) per run, comma separated (latency default 1,4; throughput default 1, one value)")
 	fs.BoolVar(&s.json, "json", false, "print the result as JSON instead of a table")
 	fs.StringVar(&s.out, "out", "", "also write the JSON result to this file")
-	fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "limit for each child process")
+	fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "limit for each child process (day default 10m)")
 	// Latency mode.
 	fs.StringVar(&f.rates, "rates", "10000,50000,100000", "latency: paced rates in msg/s, comma separated")
 	fs.IntVar(&ls.rounds, "rounds", 5, "latency: rounds, each running every peer at every rate")
@@ -173,8 +177,8 @@ func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&ls.outdir, "outdir", "bench-out", "latency: directory for the .hgrm files and SVG plots (empty: none)")
 	fs.BoolVar(&ls.quick, "quick", false, "latency: smoke test: every peer at 2k msg/s, 3,000 messages, 1 round, short ping-pong and fan-out, no search; "+
 		"exits 1 unless every peer delivered everything and the output parses (checks no speed)")
-	fs.StringVar(&ls.baseline, "baseline", "", "latency: also run the feed handler and subscriber of this git revision (e.g. a commit before a change), as peers baseline-MODE, in the same rounds")
-	fs.StringVar(&f.markdown, "markdown", "", "latency: also write the report as Markdown to this file (BENCHMARKS.md)")
+	fs.StringVar(&ls.baseline, "baseline", "", "latency and day: also run the feed handler and subscriber of this git revision (e.g. a commit before a change), as peers baseline-MODE (day: baseline), in the same rounds")
+	fs.StringVar(&f.markdown, "markdown", "", "latency and day: also write the report as Markdown to this file (BENCHMARKS.md)")
 	fs.StringVar(&f.deploy, "deploy", "embedded,external", "latency: NATS deployments of the tickcast (and baseline) peers, comma separated: "+
 		"embedded (the feed handler's own server, peers tickcast-MODE) and external (a nats-server process and --nats-url, as docker-compose.yml deploys it, peers tickcast-ext-MODE)")
 	fs.StringVar(&f.floors, "floors", "blocking,busy-poll", "latency: receive modes of the raw floor, comma separated (peers floor-blocking, floor-busy-poll)")
@@ -183,19 +187,26 @@ func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 		"peers floor-blocking, tickcast-direct, tickcast-ext-direct and nats, no search, ping-pong or fan-out (about 70 minutes; "+
 		"flags given with it override it, e.g. --duration 10s --rounds 3)")
 	// Throughput mode.
-	fs.Uint64Var(&s.count, "count", 2_000_000, "throughput: messages the feed handler publishes per tickcast run")
-	fs.IntVar(&s.repeat, "repeat", 3, "throughput: rounds (one floor run and one tickcast run per mode each)")
+	fs.Uint64Var(&s.count, "count", 2_000_000, "throughput: messages the feed handler publishes per tickcast run; day: ITCH messages in the day it writes (default there 10000000)")
+	fs.IntVar(&s.repeat, "repeat", 3, "throughput and day: rounds (one floor run and one tickcast run per mode, or per peer and size, each)")
 	fs.IntVar(&s.size, "size", 0, "throughput: floor datagram size in bytes (0: tickcast's mean packet size, measured in the warm-up run)")
-	fs.IntVar(&s.batch, "batch", 16, "throughput: datagrams per sendmmsg, for the floor sender and the feed handler's --send-batch alike")
+	fs.IntVar(&s.batch, "batch", 16, "throughput and day: datagrams per sendmmsg, for the floor sender and the feed handler's --send-batch alike")
 	fs.BoolVar(&s.busyPoll, "busy-poll", false, "throughput: also run tickcast with the subscriber in busy-poll mode each round (besides direct and blocking with pre-generated messages, and direct with live generation)")
+	// The whole path (--day).
+	fs.BoolVar(&f.dayMode, "day", false, "measure the whole path instead: an ITCH day file → feed handler (--rate 0) → subscribers that must receive every tick, beside the raw floor")
+	fs.StringVar(&f.day.file, "itch-file", "", "day: the ITCH file (NASDAQ's format, plain) to publish (default: write a day of --count messages, 8,000 stocks, with itchgen)")
+	fs.StringVar(&f.subs, "subs", "1,2", "day: subscriber counts, comma separated")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: tickbench [flags]            latency (default)\n"+
-			"       tickbench --throughput [flags]\n\n"+
+			"       tickbench --throughput [flags]\n"+
+			"       tickbench --day [flags]\n\n"+
 			"Latency: paced rates, each peer a sender and a receiver process on loopback multicast: a raw-socket\n"+
 			"floor (blocking epoll+recvmmsg and busy-poll), tickcast (feedhandler → subscriber, per --modes) and\n"+
 			"NATS core; interleaved rounds, medians and spreads, ratios, rate search, ping-pong (with sockperf)\n"+
 			"and fan-out; .hgrm files and SVG plots in --outdir. --quick is a smoke test of all of it.\n"+
 			"Throughput: tickcast at full speed beside a raw sendmmsg/recvmmsg floor, and the ratios.\n"+
+			"Day (--day): an ITCH file through the feed handler to 1 and 2 subscribers on 1 and 4 channels, at full speed:\n"+
+			"ITCH messages/s, ticks/s, packets/s, CPU per tick and per packet and peak RSS of every process, beside the floor.\n"+
 			"See docs/bench.md.\n\n")
 		fs.PrintDefaults()
 	}
@@ -220,11 +231,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if f.dayMode && f.throughput {
+		fmt.Fprintln(stderr, "tickbench: --day and --throughput are two modes: give one")
+		return 2
+	}
 	if f.throughput {
 		return runThroughput(ctx, f.s, f.channels, stdout, stderr)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if f.dayMode {
+		return f.runDay(ctx, set, stdout, stderr)
+	}
 	if f.channels == "" {
 		f.channels = "1,4"
 	}
@@ -578,4 +596,28 @@ func runLatencyMain(ctx context.Context, ls latSettings, s settings, markdown st
 	}
 	fmt.Fprintln(stderr, "tickbench: --quick: every peer delivered everything; output parsed")
 	return 0
+}
+
+// runDay fills the day settings from the flags they share with the other
+// modes and runs --day.
+func (f *benchFlags) runDay(ctx context.Context, set map[string]bool, stdout, stderr io.Writer) int {
+	d := &f.day
+	d.count, d.rounds, d.batch, d.baseline, d.timeout = f.s.count, f.s.repeat, f.s.batch, f.ls.baseline, f.s.timeout
+	d.json, d.out, d.markdown = f.s.json, f.s.out, f.markdown
+	if !set["count"] {
+		d.count = 10_000_000
+	}
+	if !set["timeout"] {
+		d.timeout = 10 * time.Minute
+	}
+	var err error
+	if d.channels, err = parseInts("channels", cmp.Or(f.channels, "1,4"), 1, 32); err != nil {
+		fmt.Fprintf(stderr, "tickbench: %v\n", err)
+		return 2
+	}
+	if d.subs, err = parseInts("subs", f.subs, 1, 8); err != nil {
+		fmt.Fprintf(stderr, "tickbench: %v\n", err)
+		return 2
+	}
+	return runDayMain(ctx, *d, stdout, stderr)
 }

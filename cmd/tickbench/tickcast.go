@@ -187,6 +187,7 @@ type tickcastConfig struct {
 type fhSummary struct {
 	Messages      uint64  `json:"messages"`
 	Packets       uint64  `json:"packets"`
+	PacketBytes   uint64  `json:"packet_bytes"` // absent before the key was added: 0
 	Heartbeats    uint64  `json:"heartbeats"`
 	MsgsPerPacket float64 `json:"msgs_per_packet"`
 	ElapsedS      float64 `json:"elapsed_s"`
