@@ -28,12 +28,14 @@ type FeedHandler struct {
 	nc      *nats.Conn
 	natsMet *natsconn.Metrics // nc's connection state, for the metrics
 	stores  []*recovery.Channel
-	rsrv    *recovery.Server
-	metrics *metrics
-	pub     *tickcast.Publisher
-	closed  bool // pub is closed
-	sink    packetSink
-	health  healthState
+	// stopApply stops each store's background state applier.
+	stopApply []func()
+	rsrv      *recovery.Server
+	metrics   *metrics
+	pub       *tickcast.Publisher
+	closed    bool // pub is closed
+	sink      packetSink
+	health    healthState
 	// aborted is done once Abort is called: it ends a linger after a
 	// stop (Config.LingerOnStop).
 	aborted context.Context
@@ -162,6 +164,10 @@ func (h *FeedHandler) startRecovery() error {
 		if err != nil {
 			return fmt.Errorf("fh: channel %d: %w", ch, err)
 		}
+		// The snapshot state's work (the books of level deltas) runs
+		// beside the publisher, not in it (docs/bench.md, "Where the
+		// time per packet goes").
+		h.stopApply = append(h.stopApply, h.stores[ch].ApplyInBackground())
 	}
 	// The live feed goes to those who announce demand and, with the
 	// embedded server, to those who subscribe.
@@ -423,6 +429,10 @@ func (h *FeedHandler) Close() {
 	if h.rsrv != nil {
 		h.rsrv.Close()
 	}
+	for _, stop := range h.stopApply {
+		stop()
+	}
+	h.stopApply = nil
 	if h.nc != nil {
 		h.nc.Close()
 	}

@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/tickcast/tickcast/mold"
 )
@@ -23,7 +24,10 @@ import (
 // The store and the state are fed together from each packet, in one pass under
 // one lock, so that a snapshot reflecting sequence S and the store agree: the
 // store's next sequence is S+1 at that moment, and a subscriber that loads
-// the snapshot can retransmit S+1 onwards.
+// the snapshot can retransmit S+1 onwards. With ApplyInBackground the state
+// is applied by a goroutine of its own and may lag the store, never past a
+// message the store still holds; Snapshot first applies what is pending, so
+// the agreement holds for every snapshot taken.
 //
 // # Locking
 //
@@ -43,7 +47,22 @@ type Channel struct {
 	store ring
 	state state
 	ended bool // the current session's end of session was stored
+
+	// With ApplyInBackground: the state lags the store and a goroutine
+	// applies it; wake (capacity 1) tells it there is work, once the lag
+	// reaches wakeLag messages.
+	background atomic.Bool
+	wake       chan struct{}
 }
+
+// wakeLag is how many messages the state of a Channel applied in the
+// background may lag the store before OnPacket wakes the applier: waking
+// it for every packet would cost the publisher a futex call a packet.
+const wakeLag = 2048
+
+// applyBatch is the most messages the background applier applies under
+// one hold of the lock, so the publisher waits a few microseconds at most.
+const applyBatch = 64
 
 // NewChannel returns an empty channel whose store has the limits of cfg
 // (zero fields take their defaults).
@@ -55,6 +74,66 @@ func NewChannel(cfg StoreConfig) (*Channel, error) {
 	c := &Channel{}
 	c.store.init(cfg)
 	return c, nil
+}
+
+// ApplyInBackground moves the snapshot state's work off the caller of
+// OnPacket: OnPacket then only stores the messages, and a goroutine applies
+// them to the state, a bounded batch per hold of the lock. The state never
+// misses a message: one about to be evicted from the store is applied
+// first, and Snapshot applies what is pending before it reads, so a
+// snapshot reflects every message stored, as without it. stop ends the
+// goroutine (the state stays correct: what is pending is applied by the
+// next Snapshot or eviction); call it once. The feed handler uses this so
+// that publishing does not wait on the order of the books the state keeps.
+func (c *Channel) ApplyInBackground() (stop func()) {
+	c.mu.Lock()
+	c.background.Store(true)
+	c.wake = make(chan struct{}, 1)
+	c.store.beforeEvict = func(seq uint64) {
+		if c.state.hasSession && seq > c.state.seq {
+			c.applyThrough(seq)
+		}
+	}
+	c.mu.Unlock()
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-done:
+				return
+			case <-c.wake:
+			}
+			for {
+				c.mu.Lock()
+				n := c.applyThrough(c.state.seq + applyBatch)
+				c.mu.Unlock()
+				if n == 0 {
+					break
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+// applyThrough applies the stored messages after the state's sequence, up
+// to seq and at most to the last one stored, and returns how many. The
+// caller holds the write lock.
+func (c *Channel) applyThrough(seq uint64) int {
+	if !c.state.hasSession || c.state.session != c.store.session {
+		return 0
+	}
+	end := min(seq, c.store.next-1)
+	n := 0
+	for s := c.state.seq + 1; s <= end; s++ {
+		c.state.apply(s, c.store.msg(s))
+		n++
+	}
+	return n
 }
 
 // OnPacket records a MoldUDP64 data packet of session whose first message
@@ -87,6 +166,18 @@ func (c *Channel) OnPacket(session mold.Session, firstSeq uint64, pkt []byte) er
 		c.ended = true
 	}
 	it := p.Iter()
+	if c.background.Load() {
+		for msg, _, ok := it.Next(); ok; msg, _, ok = it.Next() {
+			c.store.put(msg)
+		}
+		if c.store.next-1-c.state.seq >= wakeLag {
+			select {
+			case c.wake <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	}
 	for {
 		msg, seq, ok := it.Next()
 		if !ok {
@@ -132,6 +223,14 @@ func (c *Channel) Read(session mold.Session, from uint64, count int, fn func(seq
 // returns ErrUnknownSession if no packet was recorded yet, and stops at and
 // returns the first error of fn.
 func (c *Channel) Snapshot(fn func(msg []byte) error) (session mold.Session, seq uint64, err error) {
+	if c.background.Load() {
+		// The state may lag: apply what is pending, under the write
+		// lock, held through the snapshot so that it stays current.
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.applyThrough(c.store.next - 1)
+		return c.state.snapshot(fn)
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.state.snapshot(fn)

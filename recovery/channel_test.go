@@ -3,6 +3,7 @@ package recovery
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"maps"
 	"runtime"
 	"slices"
@@ -302,8 +303,21 @@ func TestChannel(t *testing.T) {
 	}
 }
 
+// TestChannelAllocs: OnPacket, Read and Snapshot allocate nothing once the
+// store is full, with the state applied in line and in the background.
 func TestChannelAllocs(t *testing.T) {
+	for _, background := range []bool{false, true} {
+		t.Run(fmt.Sprintf("background=%v", background), func(t *testing.T) {
+			testChannelAllocs(t, background)
+		})
+	}
+}
+
+func testChannelAllocs(t *testing.T, background bool) {
 	c := newTestChannel(t, StoreConfig{MaxMessages: 4000, MaxBytes: 100_000})
+	if background {
+		defer c.ApplyInBackground()()
+	}
 	st := newStream(t, "CA00000001", 100, 23, true)
 	for st.seq < 20_000 {
 		first, pkt := st.packet(20, nil)
@@ -365,4 +379,72 @@ func BenchmarkChannelOnPacket(b *testing.B) {
 		msgs += int(c.store.next - next)
 	}
 	b.ReportMetric(float64(msgs)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// TestChannelBackgroundState: a channel whose state is applied in the
+// background gives the same snapshots, with the same sequences, as one
+// applied in line, fed the same packets: with a store small enough that
+// messages are evicted before the applier reaches them, with snapshots and
+// reads from another goroutine while packets arrive, and across a new
+// session.
+func TestChannelBackgroundState(t *testing.T) {
+	cfg := StoreConfig{MaxMessages: 3000, MaxBytes: 64 << 10}
+	inline, bg := newTestChannel(t, cfg), newTestChannel(t, cfg)
+	stop := bg.ApplyInBackground()
+	defer stop()
+	for _, session := range []string{"BG00000001", "BG00000002"} {
+		st := newStream(t, session, 300, 9, true)
+		done := make(chan struct{})
+		readerErr := make(chan error, 1)
+		go func() { // a concurrent reader of the background channel
+			defer close(readerErr)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				sess, seq, err := bg.Snapshot(func([]byte) error { return nil })
+				if err != nil && err != ErrUnknownSession {
+					readerErr <- err
+					return
+				}
+				// Next may have moved on since; a snapshot never reflects
+				// more than was stored. (Next before Session: a new
+				// session starting in between cannot pass for the old.)
+				next := bg.Next()
+				if now, _ := bg.Session(); err == nil && now == sess && seq >= next {
+					readerErr <- errors.New("a snapshot reflects more than the store holds")
+					return
+				}
+			}
+		}()
+		for i := 0; i < 3000; i++ {
+			first, pkt := st.packet(1+i%20, nil)
+			if err := inline.OnPacket(st.session, first, pkt); err != nil {
+				t.Fatal(err)
+			}
+			if err := bg.OnPacket(st.session, first, pkt); err != nil {
+				t.Fatal(err)
+			}
+			if i%500 != 499 {
+				continue
+			}
+			ws, wseq, want := snapshotAll(t, inline.Snapshot)
+			gs, gseq, got := snapshotAll(t, bg.Snapshot)
+			if gs != ws || gseq != wseq {
+				t.Fatalf("%s packet %d: background snapshot at %v %d, in line at %v %d", session, i, gs, gseq, ws, wseq)
+			}
+			if err := sameMessages(got, want); err != nil {
+				t.Fatalf("%s packet %d: %v", session, i, err)
+			}
+		}
+		close(done)
+		if err := <-readerErr; err != nil {
+			t.Fatal(err)
+		}
+		if o, n := bg.Oldest(), bg.Next(); o < 2 || n < 10000 {
+			t.Fatalf("the store should have evicted: oldest %d, next %d", o, n)
+		}
+	}
 }

@@ -170,6 +170,10 @@ type ring struct {
 	buf        []byte
 	w          uint64 // logical write position
 	bytes      int    // message bytes held (without wasted tails)
+	// beforeEvict, if set, is called with the sequence about to be
+	// evicted while its message is still held: a Channel whose state is
+	// applied in the background applies it first.
+	beforeEvict func(seq uint64)
 }
 
 // init sets up an empty ring with the limits of cfg, which is valid and has
@@ -255,9 +259,20 @@ func (r *ring) place(n uint64) uint64 {
 }
 
 func (r *ring) evict() {
+	if r.beforeEvict != nil {
+		r.beforeEvict(r.oldest)
+	}
 	e := &r.entries[r.oldest%uint64(len(r.entries))]
 	r.bytes -= int(e.n)
 	r.oldest++
+}
+
+// msg returns the stored message seq, which must be held (oldest <= seq <
+// next); it aliases the ring.
+func (r *ring) msg(seq uint64) []byte {
+	e := r.entries[seq%uint64(len(r.entries))]
+	phys := e.pos % uint64(len(r.buf))
+	return r.buf[phys : phys+uint64(e.n) : phys+uint64(e.n)]
 }
 
 // read calls fn for each message of session with sequence from ..
