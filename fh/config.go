@@ -80,6 +80,11 @@ type Config struct {
 	// PaceSpin is how long before each message the pacer spins instead of
 	// sleeping; 0 means pace.DefaultSpin, a negative value always spins.
 	PaceSpin time.Duration
+	// Pipeline reads the source on a goroutine of its own, ahead of the
+	// publisher (feed.Prefetch), so decoding and the books run beside
+	// sequencing and sending, on another core. It must not be set with
+	// Rate or Speed: a paced run reads each message when it is due.
+	Pipeline bool
 	// Duration ends the session after this long; 0: when the source ends.
 	Duration time.Duration
 	// Linger is how long recovery is served after end of session, the end
@@ -292,6 +297,8 @@ func (c *Config) validatePublishing() error {
 		return invalid("Rate", c.Rate, "must not be negative")
 	case c.Speed < 0:
 		return invalid("Speed", c.Speed, "must not be negative")
+	case c.Pipeline && (c.Rate > 0 || c.Speed > 0):
+		return invalid("Pipeline", c.Pipeline, "applies to unpaced runs only (Rate and Speed 0): a paced run reads each message when it is due")
 	case c.Speed > 0 && c.Rate > 0:
 		return invalid("Speed", c.Speed, "cannot be combined with Rate %v: pace by one or the other", c.Rate)
 	case c.Duration < 0:

@@ -155,6 +155,10 @@ func (h *FeedHandler) startRecord() error {
 	return nil
 }
 
+// pipelineSlots is the ring of Config.Pipeline, in messages (160 bytes
+// each): about a millisecond of input at full speed.
+const pipelineSlots = 4096
+
 // startRecovery makes a store per channel and serves them over NATS.
 func (h *FeedHandler) startRecovery() error {
 	h.stores = make([]*recovery.Channel, h.cfg.Channels)
@@ -310,7 +314,13 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 	case runErr == io.EOF:
 		runErr = nil // the input ended while catching up
 	case runErr == nil:
-		runErr = h.pub.Run(runCtx, h.cfg.Source, tickcast.RunConfig{Rate: h.cfg.Rate, Speed: h.cfg.Speed, Spin: h.cfg.PaceSpin, OnError: func(err error) {
+		src := h.cfg.Source
+		if h.cfg.Pipeline {
+			pf := feed.NewPrefetch(src, pipelineSlots)
+			defer pf.Close() // before the caller reads the source's counters
+			src = pf
+		}
+		runErr = h.pub.Run(runCtx, src, tickcast.RunConfig{Rate: h.cfg.Rate, Speed: h.cfg.Speed, Spin: h.cfg.PaceSpin, OnError: func(err error) {
 			unknown++
 			if unknown <= 10 || unknown%10000 == 0 {
 				h.log.Warn().Err(err).Int("errors", unknown).Msg("publish error (the run goes on)")

@@ -75,6 +75,12 @@ func verifyingSubscriber(t *testing.T, h *FeedHandler, group netip.AddrPort, cha
 }
 
 func TestEmbedded(t *testing.T) {
+	t.Run("paced", func(t *testing.T) { testEmbedded(t, 50000, false) })
+	// Unpaced, with the source read ahead on a goroutine of its own.
+	t.Run("pipeline", func(t *testing.T) { testEmbedded(t, 0, true) })
+}
+
+func testEmbedded(t *testing.T, rate float64, pipeline bool) {
 	const channels, instruments, count, seed = 3, 40, 3000, 7
 	group := testGroup(t)
 	syn, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: seed, Instruments: instruments, Channels: channels, Count: count})
@@ -83,7 +89,7 @@ func TestEmbedded(t *testing.T) {
 	}
 	var logs testenv.SyncBuffer // written by NATS callbacks too
 	h, err := New(Config{
-		Source: syn, Channels: channels, GroupA: group, Rate: 50000,
+		Source: syn, Channels: channels, GroupA: group, Rate: rate, Pipeline: pipeline,
 		NATSListen: "127.0.0.1:0", Linger: 200 * time.Millisecond,
 		Log: zerolog.New(&logs),
 	})
@@ -149,6 +155,7 @@ func TestBadConfig(t *testing.T) {
 		{"SessionRecord", func(c *Config) { c.SessionRecord = "yes" }, "want auto, on or off"},
 		{"SessionRecord", func(c *Config) { c.SessionRecord = RecordOn }, "JetStream"},
 		{"PeerTimeout", func(c *Config) { c.PeerTimeout = -time.Second }, "negative"},
+		{"Pipeline", func(c *Config) { c.Pipeline, c.Rate = true, 1000 }, "unpaced runs only"},
 	}
 	for _, c := range cases {
 		cfg := Config{Source: syn, NATSListen: "127.0.0.1:0"}

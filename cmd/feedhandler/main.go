@@ -59,6 +59,7 @@ type Settings struct {
 	Duration    time.Duration `flag:"duration" default:"0s" help:"publish for this long, then end the session (0 = no limit; with --count, whichever comes first)"`
 	Rate        float64       `flag:"rate" default:"100000" help:"messages per second (0 = as fast as possible), paced by a kernel sleep and a spin on the clock for the last --pace-spin before each message"`
 	Speed       float64       `flag:"speed" default:"0" help:"with itch:PATH, pace at the file's recorded speed times this factor (its ITCH timestamps, from the first message: 1 real time, 10 ten times faster), instead of --rate, which must then not be set (0 = pace by --rate)"`
+	Pipeline    string        `flag:"pipeline" default:"auto" help:"read the source on a thread of its own, ahead of the publisher, so decoding and the books run on another core (docs/bench.md, \"Where the time per packet goes\"): auto (on at --rate 0 without --speed, except for a live itch-mold: source, where the hand-off would add latency), on or off"`
 	PaceSpin    time.Duration `flag:"pace-spin" default:"60us" help:"how long before each message the pacer spins instead of sleeping (negative: always spin, one core busy)"`
 	Pregenerate bool          `flag:"pregenerate" help:"with the synthetic source, generate every message (--count of them, at most 10,000,000; 160 bytes each) before publishing starts, so that benchmarks measure distribution without generation"`
 	Instruments int           `flag:"instruments" default:"100" help:"synthetic instruments"`
@@ -245,6 +246,19 @@ func (s *Settings) config() (fh.Config, error) {
 			return c, cliconf.Invalid("speed", "cannot be combined with --rate (set to %v by %s): pace by one or the other", s.Rate, originName("rate", origin))
 		}
 		c.Rate = 0
+	}
+	_, _, live, _ := parseLiveSource(s.Source)
+	switch unpaced := c.Rate == 0 && c.Speed == 0; s.Pipeline {
+	case "auto":
+		c.Pipeline = unpaced && !live
+	case "on":
+		if !unpaced {
+			return c, cliconf.Invalid("pipeline", "on applies to --rate 0 only (without --speed): a paced run reads each message when it is due")
+		}
+		c.Pipeline = true
+	case "off":
+	default:
+		return c, cliconf.Invalid("pipeline", "%q: want auto, on or off", s.Pipeline)
 	}
 	if _, set := s.Origins["max-datagram"]; !set && s.Transport == "rdma" {
 		c.MaxDatagram = 0 // the RDMA port's active MTU
