@@ -15,8 +15,9 @@ import (
 // atomic counters: no lock and no allocation per message. A side that finds
 // the ring empty (the consumer) or full (the producer) spins briefly, then
 // sleeps on a channel the other side signals only when told someone sleeps:
-// the consumer at the next message, the producer once half the ring is
-// free.
+// the consumer once prefetchBatch messages are ready (or within
+// PrefetchIdle, when it looks again by itself), the producer once half the
+// ring is free.
 //
 // Next returns the source's messages in order, then its final error (io.EOF
 // at the end). It never blocks longer than PrefetchIdle: with nothing
@@ -34,12 +35,21 @@ type Prefetch struct {
 	mask uint64
 
 	// head counts the messages written (the producer's), tail those taken
-	// (the consumer's); each on its own cache line.
-	_    [64]byte
-	head atomic.Uint64
-	_    [56]byte
-	tail atomic.Uint64
-	_    [56]byte
+	// (the consumer's). Each counter and each side's flag has a cache line
+	// of its own, and each side keeps its last reading of the other's
+	// counter, reading it again only when the ring looks full or empty:
+	// otherwise the two cores would trade the line on every message.
+	_             [64]byte
+	head          atomic.Uint64
+	cachedTail    uint64 // the producer's
+	_             [48]byte
+	tail          atomic.Uint64
+	cachedHead    uint64 // the consumer's
+	_             [48]byte
+	consumerWaits atomic.Bool
+	_             [63]byte
+	producerWaits atomic.Bool
+	_             [63]byte
 
 	// err is the source's final error, written before done is set.
 	err  error
@@ -48,8 +58,7 @@ type Prefetch struct {
 	// A side about to sleep sets its flag, checks again, and sleeps on
 	// its channel (capacity 1); the other side signals when the flag is
 	// set.
-	consumerWaits, producerWaits atomic.Bool
-	wakeConsumer, wakeProducer   chan struct{}
+	wakeConsumer, wakeProducer chan struct{}
 
 	stop   chan struct{}
 	exited chan struct{}
@@ -60,8 +69,13 @@ type Prefetch struct {
 // returns ErrIdle.
 const PrefetchIdle = time.Millisecond
 
-// prefetchSpins is how many times a side polls the ring before it sleeps.
+// prefetchSpins is how many times the consumer polls an empty ring before
+// it sleeps.
 const prefetchSpins = 200
+
+// prefetchBatch is how many messages the producer makes ready before it
+// wakes a sleeping consumer.
+const prefetchBatch = 64
 
 // NewPrefetch starts reading src into a ring of slots messages (rounded up
 // to a power of two, at least 64).
@@ -90,18 +104,27 @@ func (p *Prefetch) produce() {
 	var err error
 	for err == nil {
 		head := p.head.Load()
-		if head-p.tail.Load() > p.mask {
-			err = p.waitForRoom(head)
-			continue
+		if head-p.cachedTail > p.mask {
+			if p.cachedTail = p.tail.Load(); head-p.cachedTail > p.mask {
+				err = p.waitForRoom(head)
+				continue
+			}
 		}
 		e := p.src.Next(&p.ring[head&p.mask])
 		switch {
 		case e == nil:
 			p.head.Store(head + 1)
-			if p.consumerWaits.Load() {
+			// A waiting consumer is woken once a batch is ready, not for
+			// every message: a futex call a message would cost both
+			// sides more than the source's work. (It also looks by
+			// itself every PrefetchIdle.)
+			if (head+1)%prefetchBatch == 0 && p.consumerWaits.Load() {
 				signal(p.wakeConsumer)
 			}
 		case e == ErrIdle:
+			if p.consumerWaits.Load() {
+				signal(p.wakeConsumer) // what is ready, before the source waits again
+			}
 			select {
 			case <-p.stop:
 				err = errClosed
@@ -116,17 +139,13 @@ func (p *Prefetch) produce() {
 	signal(p.wakeConsumer)
 }
 
-// waitForRoom waits until the consumer has taken a message of the full
-// ring, or Close.
+// waitForRoom waits until the consumer has freed half the ring, or Close.
+// It does not spin: the consumer wakes it, so sleeping costs one futex
+// call per half ring.
 func (p *Prefetch) waitForRoom(head uint64) error {
-	for range prefetchSpins {
-		if head-p.tail.Load() <= p.mask {
-			return nil
-		}
-	}
 	p.producerWaits.Store(true)
 	defer p.producerWaits.Store(false)
-	if head-p.tail.Load() <= p.mask {
+	if p.cachedTail = p.tail.Load(); head-p.cachedTail <= p.mask {
 		return nil
 	}
 	select {
@@ -148,9 +167,11 @@ func signal(c chan struct{}) {
 // Next implements Source.
 func (p *Prefetch) Next(m *Msg) error {
 	tail := p.tail.Load()
-	if tail == p.head.Load() {
-		if err := p.wait(tail); err != nil {
-			return err
+	if tail == p.cachedHead {
+		if p.cachedHead = p.head.Load(); tail == p.cachedHead {
+			if err := p.wait(tail); err != nil {
+				return err
+			}
 		}
 	}
 	*m = p.ring[tail&p.mask]
@@ -158,7 +179,7 @@ func (p *Prefetch) Next(m *Msg) error {
 	// A producer waiting for room is woken once half the ring is free,
 	// not for every message taken: a producer faster than its consumer
 	// would otherwise sleep and wake once a message.
-	if p.producerWaits.Load() && p.head.Load()-(tail+1) <= p.mask/2 {
+	if p.producerWaits.Load() && p.cachedHead-(tail+1) <= p.mask/2 {
 		signal(p.wakeProducer)
 	}
 	return nil
@@ -167,7 +188,8 @@ func (p *Prefetch) Next(m *Msg) error {
 // wait waits until message tail is in the ring, and returns nil; or
 // returns the source's final error once every message before it was
 // taken, or ErrIdle after PrefetchIdle.
-func (p *Prefetch) wait(tail uint64) error {
+func (p *Prefetch) wait(tail uint64) (err error) {
+	defer func() { p.cachedHead = p.head.Load() }()
 	for range prefetchSpins {
 		if tail != p.head.Load() {
 			return nil
@@ -194,6 +216,9 @@ func (p *Prefetch) wait(tail uint64) error {
 		select {
 		case <-p.wakeConsumer:
 		case <-p.idle.C:
+			if tail != p.head.Load() {
+				return nil // fewer than a batch, ready a while
+			}
 			return ErrIdle
 		}
 	}
