@@ -75,3 +75,34 @@ func TestSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestDaySection: a day run appends its section to a Markdown file once,
+// replaces it on the next run, and daySection finds it for a latency run
+// to keep.
+func TestDaySection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "B.md")
+	if err := os.WriteFile(path, []byte("# latency\n\ntable\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &dayResult{Date: "first", ITCHMessages: 7}
+	if err := writeDaySection(path, r); err != nil {
+		t.Fatal(err)
+	}
+	r.Date = "second"
+	if err := writeDaySection(path, r); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	md := string(b)
+	if !strings.HasPrefix(md, "# latency\n\ntable\n\n"+dayBegin) || strings.Count(md, dayBegin) != 1 ||
+		strings.Contains(md, "first") || !strings.Contains(md, "second") {
+		t.Fatalf("after two day runs:\n%s", md)
+	}
+	sec, ok := daySection(md)
+	if !ok || !strings.HasPrefix(sec, dayBegin) || !strings.HasSuffix(sec, dayEnd+"\n") {
+		t.Errorf("daySection: %v %q", ok, sec)
+	}
+	if _, ok := daySection("# nothing here"); ok {
+		t.Error("daySection found a section in a file without one")
+	}
+}

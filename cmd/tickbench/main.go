@@ -570,6 +570,12 @@ func runLatencyMain(ctx context.Context, ls latSettings, s settings, markdown st
 	if markdown != "" {
 		var md strings.Builder
 		writeMarkdown(&md, res)
+		// The --day section of an earlier run stays (writeDaySection).
+		if old, err := os.ReadFile(markdown); err == nil {
+			if day, ok := daySection(string(old)); ok {
+				md.WriteString("\n" + day)
+			}
+		}
 		if err := os.WriteFile(markdown, []byte(md.String()), 0o644); err != nil {
 			fmt.Fprintf(stderr, "tickbench: %v\n", err)
 			return 1
