@@ -86,7 +86,12 @@ type dayRun struct {
 // dayRound is one round: the floor, then every peer at every size.
 type dayRound struct {
 	Floor floorResult `json:"floor"`
-	Runs  []dayRun    `json:"runs"`
+	// FloorGSO is the same floor sending FloorGSOSegments datagrams per
+	// UDP GSO write instead of sendmmsg; FloorGSOError says why it could
+	// not run (a kernel without UDP GSO).
+	FloorGSO      *floorResult `json:"floor_gso,omitempty"`
+	FloorGSOError string       `json:"floor_gso_error,omitempty"`
+	Runs          []dayRun     `json:"runs"`
 }
 
 // dayResult is what --day prints.
@@ -228,6 +233,15 @@ func measureDay(ctx context.Context, s daySettings, progress io.Writer) (*dayRes
 			return nil, fmt.Errorf("round %d: floor: %w", i, err)
 		}
 		fmt.Fprintf(progress, " %.0f dg/s", rd.Floor.DgramsPerS)
+		gc := fc
+		gc.GSO = min(maxGSOSegments, maxGSOBytes/fc.Size)
+		if g, err := runFloor(ctx, gc); err != nil {
+			rd.FloorGSOError = err.Error()
+			fmt.Fprintf(progress, "; floor with GSO: %v", err)
+		} else {
+			rd.FloorGSO = &g
+			fmt.Fprintf(progress, "; floor with GSO (%d a write) %.0f dg/s", gc.GSO, g.DgramsPerS)
+		}
 		for _, ch := range s.channels {
 			for _, n := range s.subs {
 				for _, p := range peers {
@@ -445,8 +459,25 @@ func printDay(w io.Writer, r *dayResult) {
 			groups[k] = append(groups[k], run)
 		}
 	}
-	fmt.Fprintf(w, "floor: %s datagrams/s, sender %s µs CPU/datagram, receiver %s µs CPU/datagram\n\n",
+	fmt.Fprintf(w, "floor: %s datagrams/s, sender %s µs CPU/datagram, receiver %s µs CPU/datagram\n",
 		spread(floorRate, 1e-3, "%.0fk"), spread(floorSend, 1, "%.2f"), spread(floorRecv, 1, "%.2f"))
+	var gRate, gSend, gRecv []float64
+	var gErr string
+	for _, rd := range r.Rounds {
+		if g := rd.FloorGSO; g != nil {
+			gRate, gSend, gRecv = append(gRate, g.DgramsPerS), append(gSend, g.SendCPUPerDgramUs), append(gRecv, g.RecvCPUPerDgramUs)
+		} else if rd.FloorGSOError != "" {
+			gErr = rd.FloorGSOError
+		}
+	}
+	switch {
+	case len(gRate) > 0:
+		fmt.Fprintf(w, "floor with UDP GSO (%d datagrams a write, the same size): %s datagrams/s, sender %s µs CPU/datagram, receiver %s µs CPU/datagram\n",
+			min(maxGSOSegments, maxGSOBytes/max(1, r.FloorSize)), spread(gRate, 1e-3, "%.0fk"), spread(gSend, 1, "%.2f"), spread(gRecv, 1, "%.2f"))
+	case gErr != "":
+		fmt.Fprintf(w, "floor with UDP GSO: not run: %s\n", gErr)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| peer | channels | subscribers | ITCH msg/s | ticks/s | packets/s | × floor packets/s | feed handler µs/tick | µs/packet | × floor sender | peak RSS MB | subscriber µs/packet | × floor receiver | subscriber peak RSS MB | missing |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, k := range keys {
