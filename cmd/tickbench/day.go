@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -150,27 +149,15 @@ func runDayMain(ctx context.Context, s daySettings, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "tickbench: %v\n", err)
 		return 1
 	}
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		fmt.Fprintf(stderr, "tickbench: %v\n", err)
-		return 1
-	}
-	if s.out != "" {
-		if err := os.WriteFile(s.out, append(b, '\n'), 0o644); err != nil {
-			fmt.Fprintf(stderr, "tickbench: %v\n", err)
-			return 1
-		}
-	}
 	if s.markdown != "" {
 		if err := writeDaySection(s.markdown, res); err != nil {
 			fmt.Fprintf(stderr, "tickbench: %v\n", err)
 			return 1
 		}
 	}
-	if s.json {
-		fmt.Fprintln(stdout, string(b))
-	} else {
-		printDay(stdout, res)
+	if err := emit(res, s.out, s.json, stdout, func(w io.Writer) { printDay(w, res) }); err != nil {
+		fmt.Fprintf(stderr, "tickbench: %v\n", err)
+		return 1
 	}
 	return 0
 }

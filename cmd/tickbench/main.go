@@ -276,21 +276,9 @@ func runThroughput(ctx context.Context, s settings, channels string, stdout, std
 		fmt.Fprintf(stderr, "tickbench: %v\n", err)
 		return 1
 	}
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
+	if err := emit(res, s.out, s.json, stdout, func(w io.Writer) { printTable(w, res) }); err != nil {
 		fmt.Fprintf(stderr, "tickbench: %v\n", err)
 		return 1
-	}
-	if s.out != "" {
-		if err := os.WriteFile(s.out, append(b, '\n'), 0o644); err != nil {
-			fmt.Fprintf(stderr, "tickbench: %v\n", err)
-			return 1
-		}
-	}
-	if s.json {
-		fmt.Fprintln(stdout, string(b))
-	} else {
-		printTable(stdout, res)
 	}
 	return 0
 }
@@ -626,4 +614,24 @@ func (f *benchFlags) runDay(ctx context.Context, set map[string]bool, stdout, st
 		return 2
 	}
 	return runDayMain(ctx, *d, stdout, stderr)
+}
+
+// emit writes res as indented JSON to the file out (if set), and prints it
+// to stdout as JSON (asJSON) or as table does.
+func emit(res any, out string, asJSON bool, stdout io.Writer, table func(io.Writer)) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if out != "" {
+		if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		table(stdout)
+	}
+	return nil
 }
