@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/bits"
 	"unsafe"
+
+	"github.com/tickcast/tickcast/internal/hugepage"
 )
 
 // Result says what a book operation did.
@@ -221,7 +223,7 @@ func NewBooks(capacity int) *Books {
 	n := 1 << bits.Len(uint(2*capacity-1))
 	n = max(n, 2)
 	slots := make([]slot, n)
-	adviseHuge(slots)
+	hugepage.Advise(slots)
 	run := uint8(refRunSmall)
 	if tableBytes(n) >= lookAheadTable {
 		run = refRunLarge

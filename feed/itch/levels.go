@@ -3,6 +3,8 @@ package itch
 import (
 	"math/bits"
 	"unsafe"
+
+	"github.com/tickcast/tickcast/internal/hugepage"
 )
 
 // levelClasses is the number of block sizes a levelArena hands out:
@@ -33,7 +35,7 @@ type levelArena struct {
 // newLevelArena returns an arena of n levels.
 func newLevelArena(n int) levelArena {
 	mem := make([]Level, n)
-	adviseHuge(mem)
+	hugepage.Advise(mem)
 	return levelArena{mem: mem}
 }
 
