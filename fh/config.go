@@ -82,8 +82,10 @@ type Config struct {
 	PaceSpin time.Duration
 	// Pipeline reads the source on a goroutine of its own, ahead of the
 	// publisher (feed.Prefetch), so decoding and the books run beside
-	// sequencing and sending, on another core. It must not be set with
-	// Rate or Speed: a paced run reads each message when it is due.
+	// sequencing and sending, on another core, and applies each channel's
+	// snapshot state on a goroutine of its own too
+	// (recovery.Channel.ApplyInBackground). It must not be set with Rate
+	// or Speed: a paced run reads each message when it is due.
 	Pipeline bool
 	// Duration ends the session after this long; 0: when the source ends.
 	Duration time.Duration

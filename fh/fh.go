@@ -168,10 +168,14 @@ func (h *FeedHandler) startRecovery() error {
 		if err != nil {
 			return fmt.Errorf("fh: channel %d: %w", ch, err)
 		}
-		// The snapshot state's work (the books of level deltas) runs
-		// beside the publisher, not in it (docs/bench.md, "Where the
-		// time per packet goes").
-		h.stopApply = append(h.stopApply, h.stores[ch].ApplyInBackground())
+		// Unpaced (Config.Pipeline), the snapshot state's work (the
+		// books of level deltas) runs beside the publisher, not in it
+		// (docs/bench.md, "Where the time per packet goes"). A paced
+		// feed keeps it in line: there the applier's hold of the lock
+		// delayed the recovery server's reads under heavy loss.
+		if h.cfg.Pipeline {
+			h.stopApply = append(h.stopApply, h.stores[ch].ApplyInBackground())
+		}
 	}
 	// The live feed goes to those who announce demand and, with the
 	// embedded server, to those who subscribe.
