@@ -9,6 +9,7 @@ package tracing
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
@@ -17,42 +18,34 @@ import (
 // Start starts tracing to path and returns the function that stops it and
 // closes the file. An empty path traces nothing; stop is then a no-op.
 func Start(path string) (stop func() error, err error) {
-	if path == "" {
-		return func() error { return nil }, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("trace: %w", err)
-	}
-	if err := trace.Start(f); err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, fmt.Errorf("trace %s: %w", path, err)
-	}
-	return func() error {
-		trace.Stop()
-		return f.Close()
-	}, nil
+	return toFile("trace", path, trace.Start, trace.Stop)
 }
 
 // StartCPU starts CPU profiling to path and returns the function that
 // stops it and closes the file. An empty path profiles nothing; stop is
 // then a no-op.
 func StartCPU(path string) (stop func() error, err error) {
+	return toFile("cpuprofile", path, pprof.StartCPUProfile, pprof.StopCPUProfile)
+}
+
+// toFile creates path, starts writing to it with begin, and returns the
+// function that ends it and closes the file; errors start with what (the
+// flag). An empty path does nothing.
+func toFile(what, path string, begin func(io.Writer) error, end func()) (stop func() error, err error) {
 	if path == "" {
 		return func() error { return nil }, nil
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := begin(f); err != nil {
 		f.Close()
 		os.Remove(path)
-		return nil, fmt.Errorf("cpuprofile %s: %w", path, err)
+		return nil, fmt.Errorf("%s %s: %w", what, path, err)
 	}
 	return func() error {
-		pprof.StopCPUProfile()
+		end()
 		return f.Close()
 	}, nil
 }
