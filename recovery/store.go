@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/tickcast/tickcast/config"
-	"github.com/tickcast/tickcast/internal/hugepage"
 	"github.com/tickcast/tickcast/mold"
 )
 
@@ -183,10 +182,6 @@ func (r *ring) init(cfg StoreConfig) {
 	r.cfg = cfg
 	r.entries = make([]entry, cfg.MaxMessages)
 	r.buf = make([]byte, cfg.MaxBytes)
-	// Written in order round and round: with huge pages the rings
-	// cost a TLB miss a 2 MB page instead of one a 4 KB page.
-	hugepage.Advise(r.entries)
-	hugepage.Advise(r.buf)
 	r.oldest, r.next = 1, 1
 }
 

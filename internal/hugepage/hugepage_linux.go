@@ -1,10 +1,8 @@
 // Package hugepage asks Linux to back large, long-lived buffers with
 // transparent huge pages (madvise MADV_HUGEPAGE), where the system's setting
 // is "madvise" rather than "always": the ITCH order table and level arena,
-// read at random, and the retransmission stores' rings, written in order
-// round and round. With 4 KB pages such buffers miss the TLB on a large
-// share of their accesses (docs/scale.md, "Look-ahead and huge pages";
-// docs/bench.md, "Where the time per packet goes").
+// read at random. With 4 KB pages such buffers miss the TLB on a large
+// share of their accesses (docs/scale.md, "Look-ahead and huge pages").
 package hugepage
 
 import (
