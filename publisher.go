@@ -136,6 +136,11 @@ type PublisherStats struct {
 	FlushDrain        uint64 // flushes because input drained
 	FlushFull         uint64 // packets closed because the next message did not fit
 	FlushDeadline     uint64 // flushes forced by MaxDelay
+	// PadBytes counts the zero bytes added to full packets' last messages
+	// so that runs of full packets have one length, as the lines'
+	// segmentation offload needs (ud.Segmenter; docs/wire-format.md,
+	// "Padding"). They are among PacketBytes.
+	PadBytes uint64
 	// CaughtUp counts the messages CatchUp published without sending them
 	// (they are among Messages; their packets are not among Packets).
 	CaughtUp uint64
@@ -164,6 +169,7 @@ type pubChannel struct {
 	session  mold.Session
 	lines    []ud.Sender
 	lineOf   []Line          // which line each of lines is
+	segs     []ud.Segmenter  // lines, when every one segments; else nil
 	builders []*mold.Builder // queue of packets; the last one is open
 	queued   int             // finished packets waiting to be sent
 	sendList [][]byte        // scratch for Send, to avoid per-flush allocation
@@ -206,6 +212,14 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 				}
 				maxDG = s.MaxDatagram()
 			}
+		}
+		for _, s := range pc.lines {
+			seg, ok := s.(ud.Segmenter)
+			if !ok {
+				pc.segs = nil
+				break
+			}
+			pc.segs = append(pc.segs, seg)
 		}
 		for i := 0; i < cfg.SendBatch; i++ {
 			b, err := mold.NewBuilder(maxDG)
@@ -339,8 +353,12 @@ func hardAfterSend(err, sendErr error) error {
 // send fails: send's error is a transport's, after the packets were
 // sequenced and stored.
 func (p *Publisher) closePacket(pc *pubChannel, nowNs int64) error {
-	next := pc.builders[pc.queued].NextSeq()
-	pc.builders[pc.queued].Finish()
+	b := pc.builders[pc.queued]
+	next := b.NextSeq()
+	if pc.segments() {
+		p.stats.PadBytes += uint64(b.PadTo(b.MaxDatagram()))
+	}
+	b.Finish()
 	pc.queued++
 	var err error
 	if pc.queued == len(pc.builders) {
@@ -348,6 +366,18 @@ func (p *Publisher) closePacket(pc *pubChannel, nowNs int64) error {
 	}
 	pc.builders[pc.queued].Start(pc.session, next)
 	return err
+}
+
+// segments reports whether every line of pc sends runs of equal-length
+// datagrams by segmentation offload, so that full packets are padded to one
+// length.
+func (pc *pubChannel) segments() bool {
+	for _, s := range pc.segs {
+		if !s.Segments() {
+			return false
+		}
+	}
+	return len(pc.segs) > 0
 }
 
 // send stamps and sends every finished packet of pc (and the open one if it

@@ -424,3 +424,91 @@ func TestPublishRejectsUnknownType(t *testing.T) {
 		t.Fatalf("the instrument's next message got inst_seq %d, want 2", good.InstSeq)
 	}
 }
+
+// TestPublisherPadsForSegmentation: with senders that segment (UDP GSO),
+// every full packet is padded to the packet size inside its last message,
+// so a batch goes out as one run; the padding decodes away (feed.Trim) and
+// the sender reports the run as segmented. With segmentation off nothing
+// is padded.
+func TestPublisherPadsForSegmentation(t *testing.T) {
+	const maxDG = 500
+	for _, gso := range []bool{true, false} {
+		t.Run(fmt.Sprintf("GSO=%v", gso), func(t *testing.T) {
+			disable := !gso
+			ga, _ := testGroups(t)
+			rx, err := udp.NewReceiver(udp.Config{Group: ga.Addr(), Port: int(ga.Port()), MaxDatagram: 9000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rx.Close() })
+			var sender *udp.Sender
+			newSender := udp.Senders(udp.Config{MaxDatagram: maxDG, GSO: gso})
+			pub, err := NewPublisher(PublisherConfig{Channels: 1, GroupA: ga, SendBatch: 4, MaxDelay: time.Hour,
+				NewSender: func(id ud.LineID) (ud.Sender, error) {
+					s, err := newSender(id)
+					if err == nil {
+						sender = s.(*udp.Sender)
+					}
+					return s, err
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !disable && !sender.Segments() {
+				t.Skip("this kernel has no UDP GSO: nothing is padded")
+			}
+			syn, _ := feed.NewSynthetic(feed.SyntheticConfig{Seed: 1, Instruments: 3, Channels: 1})
+			h := &pubHarness{t: t, pub: pub, rx: rx, syn: syn}
+			now := Now()
+			for pub.Stats().Packets == 0 {
+				h.publish(1, now)
+			}
+			ps := h.packets(4)
+			var pad uint64
+			for i, p := range ps {
+				b := p.Bytes()
+				if disable {
+					if len(b)+mold.BlockHdrLen+feed.MaxLen <= maxDG || len(b) > maxDG {
+						t.Fatalf("packet %d: %d bytes: not full", i, len(b))
+					}
+				} else if len(b) != maxDG {
+					t.Fatalf("packet %d: %d bytes, want every full packet padded to %d", i, len(b), maxDG)
+				}
+				it := p.Iter()
+				for raw, seq, ok := it.Next(); ok; raw, seq, ok = it.Next() {
+					var m feed.Msg
+					if err := m.Decode(raw); err != nil {
+						t.Fatalf("message %d: %v", seq, err)
+					}
+					msg := feed.Trim(raw)
+					if len(msg) != feed.Size(m.Type) {
+						t.Fatalf("message %d: %d bytes after Trim, want %d for a %s", seq, len(msg), feed.Size(m.Type), m.Type)
+					}
+					if extra := raw[len(msg):]; len(extra) > 0 {
+						if it.Remaining() != 0 {
+							t.Fatalf("message %d: padded, but not the packet's last", seq)
+						}
+						for _, c := range extra {
+							if c != 0 {
+								t.Fatalf("message %d: padding %x is not zeros", seq, extra)
+							}
+						}
+						pad += uint64(len(extra))
+					}
+				}
+			}
+			st, ss := pub.Stats(), sender.Stats()
+			if st.PadBytes != pad {
+				t.Errorf("PadBytes %d, padding found %d", st.PadBytes, pad)
+			}
+			if disable {
+				if pad != 0 || ss.Segmented != 0 {
+					t.Errorf("with GSO off: %d bytes padded, %d datagrams segmented", pad, ss.Segmented)
+				}
+			} else if pad == 0 || ss.Segmented != 4 || ss.Syscalls != 1 {
+				t.Errorf("%d bytes padded, sender stats %+v: want padding and the 4 packets in one segmented write", pad, ss)
+			}
+			pub.Close()
+		})
+	}
+}

@@ -365,6 +365,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	tcfg := cfg.Tracker
 	tcfg.Recovery = cfg.Recovery != nil
 	tcfg.ConfirmFirst = tcfg.Recovery
+	tcfg.Trim = feed.Trim
 	for _, ch := range cfg.Join {
 		tr, err := seqgap.New(tcfg)
 		if err != nil {

@@ -59,6 +59,21 @@ const (
 // MaxLen is the size of the largest version-1 message.
 const MaxLen = QuoteLen
 
+// Trim returns msg without the padding a publisher may add to a packet's
+// last message (docs/wire-format.md, "Padding"): a version-1 message longer
+// than its type's size is cut to that size. Any other message (a newer
+// version, whose longer body is its own, an unknown type, one too short to
+// tell) is returned whole. It does not allocate.
+func Trim(msg []byte) []byte {
+	if len(msg) < 2 || msg[1] != Version {
+		return msg
+	}
+	if n := Size(Type(msg[0])); n != 0 && len(msg) > n {
+		return msg[:n]
+	}
+	return msg
+}
+
 // Size returns the version-1 size of a message of type t, or 0 for an unknown
 // type.
 func Size(t Type) int {

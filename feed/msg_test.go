@@ -76,6 +76,46 @@ func TestDecodeNewerVersionIgnoresTrailingBytes(t *testing.T) {
 	}
 }
 
+// TestTrim: a version-1 message padded past its size (a full packet's last
+// message under segmentation offload) decodes as before and Trim cuts it
+// back; a newer version's longer body, an unknown type and a short message
+// are left whole.
+func TestTrim(t *testing.T) {
+	for _, m := range sampleMsgs() {
+		buf := make([]byte, 200)
+		n, _ := m.Encode(buf)
+		for _, pad := range []int{0, 1, 3, 100} {
+			padded := buf[:n+pad]
+			var got Msg
+			if err := got.Decode(padded); err != nil {
+				t.Fatalf("%s padded by %d: %v", m.Type, pad, err)
+			}
+			if got.Type != m.Type || got.InstSeq != m.InstSeq {
+				t.Fatalf("%s padded by %d decodes as %+v", m.Type, pad, got.Header)
+			}
+			if tr := Trim(padded); len(tr) != n || &tr[0] != &padded[0] {
+				t.Fatalf("%s padded by %d: Trim left %d bytes, want %d of the same buffer", m.Type, pad, len(tr), n)
+			}
+		}
+		newer := append([]byte(nil), buf[:n+9]...)
+		newer[1] = 2
+		if len(Trim(newer)) != n+9 {
+			t.Fatalf("%s: Trim cut a version-2 message", m.Type)
+		}
+	}
+	unknown := make([]byte, 90)
+	unknown[0], unknown[1] = 'Z', 1
+	if len(Trim(unknown)) != 90 {
+		t.Error("Trim cut a message of an unknown type")
+	}
+	for _, b := range [][]byte{nil, {'Q'}, {'Q', 1, 0}} {
+		if len(Trim(b)) != len(b) {
+			t.Errorf("Trim(%x) changed its length", b)
+		}
+	}
+	testenv.NoAllocs(t, "Trim", 100, 1, func() { Trim(unknown) })
+}
+
 func TestDecodeRejectsShort(t *testing.T) {
 	for _, m := range sampleMsgs() {
 		buf := make([]byte, 128)

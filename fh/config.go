@@ -57,6 +57,12 @@ type Config struct {
 	Transport string
 	// TTL is the multicast TTL, 0..255; 0 keeps packets on this host.
 	TTL int
+	// GSO sends each channel's runs of full packets by segmentation
+	// offload (UDP GSO) where the kernel takes it, with full packets padded
+	// to MaxDatagram (docs/wire-format.md, "Padding"; udp.Config.GSO says
+	// what a capture on the sending host then shows). Off, every datagram
+	// goes with a write of its own.
+	GSO bool
 	// MaxDatagram is the largest datagram in bytes; default 1472 with udp,
 	// the port's active MTU with rdma.
 	MaxDatagram int

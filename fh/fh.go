@@ -164,7 +164,7 @@ func (h *FeedHandler) startRecovery() error {
 	h.stores = make([]*recovery.Channel, h.cfg.Channels)
 	for ch := range h.stores {
 		var err error
-		h.stores[ch], err = recovery.NewChannel(recovery.StoreConfig{MaxMessages: h.cfg.StoreMessages, MaxBytes: h.cfg.StoreBytes})
+		h.stores[ch], err = recovery.NewChannel(recovery.StoreConfig{MaxMessages: h.cfg.StoreMessages, MaxBytes: h.cfg.StoreBytes, Trim: feed.Trim})
 		if err != nil {
 			return fmt.Errorf("fh: channel %d: %w", ch, err)
 		}
@@ -503,7 +503,7 @@ func (s Summary) Fields() map[string]any {
 	st, rst := s.Publisher, s.Recovery
 	elapsed := s.Elapsed.Seconds()
 	return map[string]any{
-		"role": "feedhandler", "messages": st.Messages, "packets": st.Packets, "packet_bytes": st.PacketBytes, "heartbeats": st.Heartbeats,
+		"role": "feedhandler", "messages": st.Messages, "packets": st.Packets, "packet_bytes": st.PacketBytes, "pad_bytes": st.PadBytes, "heartbeats": st.Heartbeats,
 		"elapsed_s": elapsed, "msgs_per_s": float64(st.Messages) / elapsed,
 		"msgs_per_packet": float64(st.Messages) / max(1, float64(st.Packets)),
 		"flush_drain":     st.FlushDrain, "flush_full": st.FlushFull, "flush_deadline": st.FlushDeadline,

@@ -20,5 +20,5 @@ func senders(c *Config) (ud.NewSenderFunc, int) {
 		return rdma.Senders(rdma.Config{Interface: c.Interface, MaxDatagram: c.MaxDatagram, CPU: -1,
 			Logger: slog.New(zerolog.NewSlogHandler(c.Log))}), c.MaxDatagram
 	}
-	return udp.Senders(udp.Config{Interface: c.Interface, TTL: c.TTL, MaxDatagram: c.MaxDatagram, CPU: -1}), c.MaxDatagram
+	return udp.Senders(udp.Config{Interface: c.Interface, TTL: c.TTL, MaxDatagram: c.MaxDatagram, CPU: -1, GSO: c.GSO}), c.MaxDatagram
 }

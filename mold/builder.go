@@ -97,6 +97,34 @@ func (b *Builder) Unreserve() {
 	b.count--
 }
 
+// PadTo lengthens the current packet's last message with zero bytes until
+// the packet is n bytes long, and returns how many it added: 0 for a packet
+// without messages or already n bytes or longer, or when n is past
+// MaxDatagram or the last block would pass MaxMessageLen. The framing stays
+// exact (the block's length covers the padding), so every MoldUDP64 decoder
+// reads the packet; the message's own decoder must ignore the trailing
+// bytes. A publisher pads so that a run of full packets has one length, as
+// segmentation offload needs.
+func (b *Builder) PadTo(n int) int {
+	add := n - len(b.buf)
+	if b.count == 0 || add <= 0 || n > b.max {
+		return 0
+	}
+	off := HeaderLen
+	for i := 0; i < b.count-1; i++ {
+		off += BlockHdrLen + int(binary.BigEndian.Uint16(b.buf[off:]))
+	}
+	l := int(binary.BigEndian.Uint16(b.buf[off:])) + add
+	if l > MaxMessageLen {
+		return 0
+	}
+	binary.BigEndian.PutUint16(b.buf[off:], uint16(l))
+	end := len(b.buf)
+	b.buf = b.buf[:n]
+	clear(b.buf[end:])
+	return add
+}
+
 // Messages returns an iterator over the messages added so far, so a caller can
 // stamp them in place before Finish.
 func (b *Builder) Messages() Iter {

@@ -46,7 +46,8 @@ type Channel struct {
 	mu    sync.RWMutex
 	store ring
 	state state
-	ended bool // the current session's end of session was stored
+	ended bool                // the current session's end of session was stored
+	trim  func([]byte) []byte // StoreConfig.Trim
 
 	// With ApplyInBackground: the state lags the store and a goroutine
 	// applies it; wake (capacity 1) tells it there is work, once the lag
@@ -71,7 +72,7 @@ func NewChannel(cfg StoreConfig) (*Channel, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Channel{}
+	c := &Channel{trim: cfg.Trim}
 	c.store.init(cfg)
 	return c, nil
 }
@@ -168,6 +169,9 @@ func (c *Channel) OnPacket(session mold.Session, firstSeq uint64, pkt []byte) er
 	it := p.Iter()
 	if c.background.Load() {
 		for msg, _, ok := it.Next(); ok; msg, _, ok = it.Next() {
+			if c.trim != nil {
+				msg = c.trim(msg)
+			}
 			c.store.put(msg)
 		}
 		if c.store.next-1-c.state.seq >= wakeLag {
@@ -182,6 +186,9 @@ func (c *Channel) OnPacket(session mold.Session, firstSeq uint64, pkt []byte) er
 		msg, seq, ok := it.Next()
 		if !ok {
 			break
+		}
+		if c.trim != nil {
+			msg = c.trim(msg)
 		}
 		c.store.put(msg)
 		c.state.apply(seq, msg)

@@ -25,6 +25,13 @@ type StoreConfig struct {
 	// (wasted ring tails count against it); 0 means DefaultMaxBytes. It must
 	// be at least mold.MaxMessageLen so that any message fits.
 	MaxBytes int
+	// Trim, if set, is applied to each message of a packet before the
+	// Channel stores it and applies it to the snapshot state: the feed
+	// handler cuts the padding its publisher adds to a packet's last
+	// message (feed.Trim), so that neither holds it and recovery answers
+	// carry messages at their size. It must return a prefix of its
+	// argument and not allocate.
+	Trim func(msg []byte) []byte
 }
 
 // The store allocates both rings at their limits when it is made: 16

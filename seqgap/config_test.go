@@ -2,6 +2,7 @@ package seqgap
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -13,11 +14,11 @@ import (
 func TestConfigDefaults(t *testing.T) {
 	want := Config{Window: DefaultWindow, SlotSize: DefaultSlotSize, GapDelay: DefaultGapDelay,
 		LostAfter: DefaultLostAfter, MaxGaps: DefaultMaxGaps, StaleAfter: DefaultStaleAfter}
-	if got := (Config{}).withDefaults(); got != want {
+	if got := (Config{}).withDefaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Config{}.withDefaults() = %+v, want %+v", got, want)
 	}
 	set := Config{Window: 64, SlotSize: 100, GapDelay: time.Millisecond, LostAfter: time.Minute, MaxGaps: 3, StaleAfter: time.Hour}
-	if got := set.withDefaults(); got != set {
+	if got := set.withDefaults(); !reflect.DeepEqual(got, set) {
 		t.Errorf("%+v.withDefaults() = %+v", set, got)
 	}
 }

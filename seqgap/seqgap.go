@@ -80,6 +80,12 @@ type Config struct {
 	// Packet meanwhile (see Fits), or they declare the front of the window
 	// lost.
 	ReplayJoin bool
+	// Trim, if set, is applied to every message of a packet before it is
+	// held or released: a subscriber of tickcast's feed cuts the padding a
+	// publisher may add to a packet's last message (feed.Trim), so that
+	// held messages fit their slots and handlers see each message at its
+	// size. It must return a prefix of its argument and not allocate.
+	Trim func(msg []byte) []byte
 }
 
 // Defaults of a Config, and limits.
@@ -583,6 +589,9 @@ func (t *Tracker) take(p mold.Packet, line int, recvNs, nowNs int64, out Output)
 	fresh := 0
 	w := uint64(len(t.window))
 	for msg, seq, ok := it.Next(); ok; msg, seq, ok = it.Next() {
+		if t.cfg.Trim != nil {
+			msg = t.cfg.Trim(msg)
+		}
 		switch {
 		case seq < t.next:
 			t.stats.Duplicates++

@@ -20,7 +20,7 @@ type publisherCollector struct {
 	source string
 
 	in, unknown, messages, packets, heartbeats, flushes, nextSeq, datagrams, bytes, syscalls,
-	errors, retries *prometheus.Desc
+	errors, retries, segmented *prometheus.Desc
 }
 
 // NewPublisherCollector returns a Prometheus collector of p's counters
@@ -46,6 +46,7 @@ func NewPublisherCollector(p *tickcast.Publisher, source string) prometheus.Coll
 	c.syscalls = c.desc(n+"send_syscalls_total", "Send system calls made, per channel and line.", cl...)
 	c.errors = c.desc(n+"send_errors_total", "Send errors, per channel and line.", cl...)
 	c.retries = c.desc(n+"send_retries_total", "Sends repeated after a partial send or a transient error, per channel and line.", cl...)
+	c.segmented = c.desc(n+"segmented_datagrams_total", "Datagrams sent in runs of equal length by segmentation offload (UDP GSO), per channel and line; among datagrams_sent_total.", cl...)
 	return c
 }
 
@@ -80,6 +81,7 @@ func (c *publisherCollector) Collect(out chan<- prometheus.Metric) {
 			counter(out, c.syscalls, ls.Syscalls, ch, line)
 			counter(out, c.errors, ls.Errors, ch, line)
 			counter(out, c.retries, ls.Retries, ch, line)
+			counter(out, c.segmented, ls.Segmented, ch, line)
 		}
 	}
 }

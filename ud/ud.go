@@ -139,6 +139,18 @@ type SendStats struct {
 	Syscalls  uint64 // send system calls (or post-list submissions) made
 	Errors    uint64 // send errors
 	Retries   uint64 // send calls repeated after a partial send or a transient error (EAGAIN, ENOBUFS, EINTR)
+	Segmented uint64 // datagrams among Datagrams sent by segmentation offload: several in one buffer that the kernel cut (UDP GSO)
+}
+
+// Segmenter is implemented by Senders that send a run of equal-length
+// datagrams (the last of the run may be shorter) as one buffer the kernel
+// cuts into datagrams (UDP generic segmentation offload). A publisher that
+// sees every line of a channel segment fills its full packets to
+// MaxDatagram, so that runs are long. It is optional.
+type Segmenter interface {
+	// Segments reports whether Send currently uses segmentation offload.
+	// It turns false for good when the kernel refuses it.
+	Segments() bool
 }
 
 // RecvStats are a Receiver's cumulative counters.

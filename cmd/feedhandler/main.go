@@ -73,6 +73,7 @@ type Settings struct {
 	Transport   string        `flag:"transport" default:"udp" help:"udp (multicast) or rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address, datagrams at most the port's MTU)"`
 	TTL         int           `flag:"ttl" default:"0" help:"multicast TTL (0 keeps packets on this host)"`
 	MaxDatagram int           `flag:"max-datagram" default:"1472" help:"largest datagram in bytes"`
+	GSO         bool          `flag:"gso" help:"with udp, send each channel's runs of full packets as one buffer the kernel cuts into datagrams (UDP GSO) where the kernel takes it, for less CPU a packet at high rates; full packets are then padded to --max-datagram inside their last message, which decoders ignore (docs/wire-format.md, \"Padding\"). A capture on the sending host (lo, or a NIC that segments in hardware) shows each run as one datagram that decoders cannot split; receivers and captures on receiving hosts see the datagrams"`
 	MaxDelay    time.Duration `flag:"max-delay" default:"50us" help:"longest a message waits in a partly filled packet while input keeps coming"`
 	Heartbeat   time.Duration `flag:"heartbeat" default:"100ms" help:"idle time after which a channel sends a heartbeat"`
 	SendBatch   int           `flag:"send-batch" default:"16" help:"packets per channel sent in one sendmmsg call at most"`
@@ -165,7 +166,7 @@ func (s *Settings) validate() error {
 // flagOf names the flag of each fh.Config field, for its errors.
 var flagOf = map[string]string{
 	"Source": "source", "Channels": "channels", "GroupA": "group", "GroupB": "group-b", "Interface": "iface",
-	"Transport": "transport", "TTL": "ttl", "MaxDatagram": "max-datagram", "MaxDelay": "max-delay",
+	"Transport": "transport", "TTL": "ttl", "GSO": "gso", "MaxDatagram": "max-datagram", "MaxDelay": "max-delay",
 	"Heartbeat": "heartbeat", "SendBatch": "send-batch", "Rate": "rate", "Speed": "speed", "PaceSpin": "pace-spin",
 	"Duration": "duration", "Linger": "linger", "FeedName": "feed-name", "NATSURL": "nats-url",
 	"NATSListen": "nats-listen", "NATSUsers": "nats-users", "StoreMessages": "store-messages",
@@ -229,7 +230,7 @@ func (s *Settings) config() (fh.Config, error) {
 		return fh.Config{}, err
 	}
 	c := fh.Config{
-		SourceName: s.Source, Channels: s.Channels, Transport: s.Transport, TTL: s.TTL,
+		SourceName: s.Source, Channels: s.Channels, Transport: s.Transport, TTL: s.TTL, GSO: s.GSO,
 		MaxDatagram: s.MaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
 		Rate: s.Rate, Speed: s.Speed, PaceSpin: s.PaceSpin, Duration: s.Duration, Linger: s.Linger, LingerOnStop: true,
 		FeedName: s.FeedName, NATSURL: s.NATSURL, NATSListen: s.NATSListen, NATS: s.Flags, NATSLive: s.NATSLive, NATSLiveAlways: s.NATSLiveAlways,

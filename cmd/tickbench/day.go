@@ -40,12 +40,14 @@ type daySettings struct {
 	json     bool
 	out      string
 	markdown string
+	gso      bool // also run the peer tickcast-gso: this tree with feedhandler --gso
 }
 
 // dayPeer is one pair of binaries: this tree's or the baseline's.
 type dayPeer struct {
 	name                    string
 	feedhandler, subscriber string
+	fhFlags                 []string // added to the feed handler's arguments
 }
 
 // dayProc is one process's cost in a day run.
@@ -170,7 +172,10 @@ func measureDay(ctx context.Context, s daySettings, progress io.Writer) (*dayRes
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	peers := []dayPeer{{"tickcast", fhBin, subBin}}
+	peers := []dayPeer{{"tickcast", fhBin, subBin, nil}}
+	if s.gso {
+		peers = append(peers, dayPeer{"tickcast-gso", fhBin, subBin, []string{"--gso"}})
+	}
 	if s.baseline != "" {
 		fmt.Fprintf(progress, "tickbench: building the baseline %s\n", s.baseline)
 		bdir := filepath.Join(dir, "baseline")
@@ -181,7 +186,7 @@ func measureDay(ctx context.Context, s daySettings, progress io.Writer) (*dayRes
 		if err != nil {
 			return nil, err
 		}
-		peers = append(peers, dayPeer{"baseline", bfh, bsub})
+		peers = append(peers, dayPeer{"baseline", bfh, bsub, nil})
 	}
 	res := &dayResult{Date: time.Now().UTC().Format(time.RFC3339), Go: runtime.Version(), CPUs: runtime.NumCPU(),
 		File: s.file, Batch: s.batch, Baseline: s.baseline}
@@ -346,6 +351,7 @@ func runDay(ctx context.Context, p dayPeer, file string, itchMsgs uint64, channe
 	fhArgs := []string{"--source", "itch:" + file, "--rate", "0", "--linger", "0s", "--group", g, "--iface", "127.0.0.1", "--ttl", "0",
 		"--channels", ch, "--send-batch", strconv.Itoa(batch), "--log-format", "json", "--log-level", "warn",
 		"--metrics-addr=", "--nats-listen", "127.0.0.1:0"}
+	fhArgs = append(fhArgs, p.fhFlags...)
 	var fs fhSummary
 	fh, fhAt, err := runToEnd(ctx, "feedhandler", timeout, []string{p.feedhandler}, fhArgs, &fs)
 	if err != nil {

@@ -111,6 +111,13 @@ type Config struct {
 	// another publisher's session) costs almost nothing while there are
 	// none.
 	DropPrefix []byte
+	// GSO makes a Sender send runs of equal-length datagrams by
+	// segmentation offload (UDP GSO, see Sender) where the kernel takes it,
+	// instead of every datagram with a write of its own. A capture taken
+	// on the sending host (lo, or a NIC that segments in hardware) then
+	// shows each run as one datagram; the receivers, a tap on the wire and
+	// a capture on a receiving host see the datagrams.
+	GSO bool
 }
 
 // MaxDropPrefix bounds Config.DropPrefix.
