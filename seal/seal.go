@@ -1,0 +1,267 @@
+// Package seal authenticates tickcast's data packets: the feed handler seals
+// every MoldUDP64 data packet it sends with a tag under a key of the
+// channel's session, and a subscriber opens each one before it touches
+// sequence, session or window state. A packet that does not open (forged,
+// altered, replayed under another sequence number, or under a key the
+// subscriber does not hold) is dropped and counted, never delivered.
+//
+// The seal is a trailer of Overhead bytes at the end of the packet's last
+// message block, inside it: the block's length covers it, so the MoldUDP64
+// framing stays exact and any MoldUDP64 decoder reads the packet. The
+// trailer is
+//
+//	epoch (4 bytes, big-endian) | nonce (12 bytes) | tag (16 bytes)
+//
+// and the tag is AES-128-GCM's over the whole packet before it (header,
+// blocks, the last block's length as sent, epoch and nonce) as additional
+// data, with no plaintext (GMAC): the packet is authenticated, not
+// encrypted. The sequence number and the session are in the header, so a
+// packet cannot be replayed under another one. Nonces are random (96 bits
+// from crypto/rand) per packet, so that any number of sealers (the
+// publisher, the recovery server, a second feed handler of the same
+// sessions) may share a key; a key seals at most one epoch of one channel's
+// session.
+//
+// Heartbeats and ends of session are not sealed: they stay the 20 bytes
+// MoldUDP64 defines (a third-party decoder flags any byte more). A
+// subscriber that authenticates takes what they claim as a hint to check
+// with recovery (seqgap.Config.UnsealedControl).
+//
+// Keys: a channel's session has a random secret; the key of epoch e is
+// HKDF-SHA-256 of it with the session, the channel and e
+// (DeriveKey). Subscribers get epoch keys, never the secret, from the feed
+// handler over NATS (docs/security.md).
+package seal
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/tickcast/tickcast/mold"
+)
+
+// Sizes of the trailer's fields, and Overhead, the bytes a seal adds.
+const (
+	EpochLen = 4
+	NonceLen = 12
+	TagLen   = 16
+	Overhead = EpochLen + NonceLen + TagLen
+	// KeyLen is the size of an epoch key (AES-128).
+	KeyLen = 16
+	// SecretLen is the size of a session's secret.
+	SecretLen = 32
+)
+
+// Errors of Open, wrapped in an *Error that says which packet.
+var (
+	// ErrNotSealable: the packet carries no message block to hold a seal
+	// (a heartbeat or end of session, or not a MoldUDP64 packet).
+	ErrNotSealable = errors.New("no message block to hold a seal")
+	// ErrShort: the last block is shorter than a seal.
+	ErrShort = errors.New("last message block shorter than a seal")
+	// ErrUnknownEpoch: no key of the packet's epoch is held.
+	ErrUnknownEpoch = errors.New("no key for the seal's epoch")
+	// ErrBadTag: the tag does not match the packet under the epoch's key:
+	// forged, altered, or sealed under another key.
+	ErrBadTag = errors.New("tag does not verify")
+)
+
+// Error is Open's error: what was wrong, and the packet's session, sequence
+// and seal epoch as far as they could be read.
+type Error struct {
+	Err     error
+	Session mold.Session
+	Seq     uint64
+	Epoch   uint32
+	Detail  string
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("seal: session %s seq %d: %v", e.Session, e.Seq, e.Err)
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// Unwrap returns the cause, one of the Err values above.
+func (e *Error) Unwrap() error { return e.Err }
+
+// DeriveKey returns the key of epoch of channel's session, from the
+// session's secret.
+func DeriveKey(secret []byte, session mold.Session, channel int, epoch uint32) ([]byte, error) {
+	if len(secret) != SecretLen {
+		return nil, fmt.Errorf("seal: secret of %d bytes, want %d", len(secret), SecretLen)
+	}
+	info := make([]byte, 0, 32)
+	info = append(info, "tickcast seal v1 "...)
+	info = append(info, session[:]...)
+	info = binary.BigEndian.AppendUint16(info, uint16(channel))
+	info = binary.BigEndian.AppendUint32(info, epoch)
+	return hkdf.Key(sha256.New, secret, nil, string(info), KeyLen)
+}
+
+// NewSecret returns a random session secret.
+func NewSecret() []byte {
+	b := make([]byte, SecretLen)
+	rand.Read(b) // never fails (crypto/rand panics rather than return short)
+	return b
+}
+
+// Key is one epoch's key, ready to seal and open. It is safe for
+// concurrent use.
+type Key struct {
+	Epoch uint32
+	aead  cipher.AEAD
+}
+
+// NewKey returns the key of epoch with the KeyLen bytes k.
+func NewKey(epoch uint32, k []byte) (*Key, error) {
+	if len(k) != KeyLen {
+		return nil, fmt.Errorf("seal: key of %d bytes, want %d", len(k), KeyLen)
+	}
+	blk, err := aes.NewCipher(k)
+	if err != nil {
+		return nil, err
+	}
+	g, err := cipher.NewGCM(blk)
+	if err != nil {
+		return nil, err
+	}
+	return &Key{Epoch: epoch, aead: g}, nil
+}
+
+// lastBlock returns the offset of the last message block's length field of
+// packet p, after checking that its blocks fill it exactly.
+func lastBlock(p []byte) (off int, h mold.Header, err error) {
+	h, err = mold.DecodeHeader(p)
+	if err != nil {
+		return 0, h, err
+	}
+	n := h.Messages()
+	if n == 0 {
+		return 0, h, ErrNotSealable
+	}
+	off = mold.HeaderLen
+	for i := 0; i < n-1; i++ {
+		if off+mold.BlockHdrLen > len(p) {
+			return 0, h, fmt.Errorf("block %d of %d missing at byte %d", i+1, n, off)
+		}
+		off += mold.BlockHdrLen + int(binary.BigEndian.Uint16(p[off:]))
+	}
+	if off+mold.BlockHdrLen > len(p) {
+		return 0, h, fmt.Errorf("block %d of %d missing at byte %d", n, n, off)
+	}
+	if end := off + mold.BlockHdrLen + int(binary.BigEndian.Uint16(p[off:])); end != len(p) {
+		return 0, h, fmt.Errorf("blocks end at byte %d of %d", end, len(p))
+	}
+	return off, h, nil
+}
+
+// Seal appends the seal to data packet p, a well-formed MoldUDP64 packet
+// with at least one message, lengthening its last block by Overhead, and
+// returns the sealed packet. It writes in p's spare capacity, which must
+// hold Overhead bytes more, and does not allocate.
+func (k *Key) Seal(p []byte) ([]byte, error) {
+	off, _, err := lastBlock(p)
+	if err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	if cap(p)-len(p) < Overhead {
+		return nil, fmt.Errorf("seal: %d bytes of room after the packet, want %d", cap(p)-len(p), Overhead)
+	}
+	l := int(binary.BigEndian.Uint16(p[off:])) + Overhead
+	if l > mold.MaxMessageLen {
+		return nil, fmt.Errorf("seal: last block of %d bytes with the seal, at most %d", l, mold.MaxMessageLen)
+	}
+	binary.BigEndian.PutUint16(p[off:], uint16(l))
+	n := len(p)
+	p = p[:n+EpochLen+NonceLen]
+	binary.BigEndian.PutUint32(p[n:], k.Epoch)
+	nonce := p[n+EpochLen:]
+	rand.Read(nonce)
+	return k.aead.Seal(p, nonce, nil, p), nil
+}
+
+// Keys are the keys a subscriber holds for one channel: a session's epoch
+// keys, looked up by the epoch in each seal. The zero value holds none.
+// It is used by one goroutine; Set may be called by another only under
+// the caller's own lock.
+type Keys struct {
+	session mold.Session
+	keys    []*Key
+}
+
+// Session returns the session whose keys are held.
+func (ks *Keys) Session() mold.Session { return ks.session }
+
+// Set replaces the held keys by those of session.
+func (ks *Keys) Set(session mold.Session, keys []*Key) {
+	ks.session, ks.keys = session, keys
+}
+
+// Has reports whether the key of epoch of session is held.
+func (ks *Keys) Has(session mold.Session, epoch uint32) bool {
+	return ks.key(session, epoch) != nil
+}
+
+// MaxEpoch returns the latest epoch held, and false if none.
+func (ks *Keys) MaxEpoch() (uint32, bool) {
+	if len(ks.keys) == 0 {
+		return 0, false
+	}
+	m := ks.keys[0].Epoch
+	for _, k := range ks.keys[1:] {
+		m = max(m, k.Epoch)
+	}
+	return m, true
+}
+
+func (ks *Keys) key(session mold.Session, epoch uint32) *Key {
+	if session != ks.session {
+		return nil
+	}
+	for _, k := range ks.keys {
+		if k.Epoch == epoch {
+			return k
+		}
+	}
+	return nil
+}
+
+// Open verifies sealed data packet p and returns it without its seal: the
+// last block's length is shortened in place and the result is p less
+// Overhead bytes. p is not otherwise changed; on error it is unchanged. It
+// does not allocate, except for the error.
+func (ks *Keys) Open(p []byte) ([]byte, error) {
+	off, h, err := lastBlock(p)
+	if err != nil {
+		if errors.Is(err, ErrNotSealable) {
+			return nil, &Error{Err: ErrNotSealable, Session: h.Session, Seq: h.Seq}
+		}
+		return nil, &Error{Err: ErrNotSealable, Session: h.Session, Seq: h.Seq, Detail: err.Error()}
+	}
+	l := int(binary.BigEndian.Uint16(p[off:]))
+	if l < Overhead {
+		return nil, &Error{Err: ErrShort, Session: h.Session, Seq: h.Seq, Detail: fmt.Sprintf("%d bytes", l)}
+	}
+	t := len(p) - Overhead
+	epoch := binary.BigEndian.Uint32(p[t:])
+	k := ks.key(h.Session, epoch)
+	if k == nil {
+		return nil, &Error{Err: ErrUnknownEpoch, Session: h.Session, Seq: h.Seq, Epoch: epoch}
+	}
+	nonce := p[t+EpochLen : t+EpochLen+NonceLen]
+	tag := p[len(p)-TagLen:]
+	if _, err := k.aead.Open(nil, nonce, tag, p[:len(p)-TagLen]); err != nil {
+		return nil, &Error{Err: ErrBadTag, Session: h.Session, Seq: h.Seq, Epoch: epoch}
+	}
+	binary.BigEndian.PutUint16(p[off:], uint16(l-Overhead))
+	return p[:t], nil
+}
