@@ -23,6 +23,7 @@ func TestTrackerStatsNames(t *testing.T) {
 		"Implausible":       "per channel only (ChannelStats.Tracker)",
 		"Queries":           "per channel only (ChannelStats.Tracker)",
 		"VettedSessions":    "per channel only (ChannelStats.Tracker)",
+		"UnsealedIgnored":   "per channel only (ChannelStats.Tracker)",
 	}
 	sub := reflect.TypeOf(SubscriberStats{})
 	tr := reflect.TypeOf(seqgap.Stats{})

@@ -21,7 +21,8 @@ var update = flag.Bool("update", false, "rewrite the expected output of the scen
 // by the output it must produce:
 //
 //	config window=8 lost-after=10ms gap-delay=0 recovery=on stale-after=300ms
-//	                     (and confirm-first=on: Config.ConfirmFirst)
+//	                     (and confirm-first=on: Config.ConfirmFirst,
+//	                     unsealed-control=on: Config.UnsealedControl)
 //	packet A S1 1 3      data packet on line A of session S1: messages 1..3
 //	heartbeat B S1 9     heartbeat (next sequence 9)
 //	eos A S1 9           end of session (next sequence 9)
@@ -306,6 +307,8 @@ func (s *scenario) run(cmd string) {
 				recovery = v == "on"
 			case "confirm-first":
 				cfg.ConfirmFirst = v == "on"
+			case "unsealed-control":
+				cfg.UnsealedControl = v == "on"
 			default:
 				s.t.Fatalf("unknown config %q", k)
 			}
@@ -324,10 +327,14 @@ func (s *scenario) run(cmd string) {
 		}
 		s.tr.Packet(line(), s.packet(f[2], u(3), uint16(n), int(n)), s.now, s.now, s)
 	case "heartbeat":
-		s.m.competes(s.session(f[2]), s.now)
+		if !s.tr.cfg.UnsealedControl { // unsealed: ignored, not competing
+			s.m.competes(s.session(f[2]), s.now)
+		}
 		s.tr.Packet(line(), s.packet(f[2], u(3), 0, 0), s.now, s.now, s)
 	case "eos":
-		s.m.competes(s.session(f[2]), s.now)
+		if !s.tr.cfg.UnsealedControl {
+			s.m.competes(s.session(f[2]), s.now)
+		}
 		s.tr.Packet(line(), s.packet(f[2], u(3), mold.EndOfSession, 0), s.now, s.now, s)
 	case "session":
 		var named mold.Session

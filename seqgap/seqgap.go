@@ -86,6 +86,16 @@ type Config struct {
 	// held messages fit their slots and handlers see each message at its
 	// size. It must return a prefix of its argument and not allocate.
 	Trim func(msg []byte) []byte
+	// UnsealedControl says that data packets are authenticated (package
+	// seal) and heartbeats and ends of session are not: anyone could send
+	// them. Of the session followed, such a packet keeps the channel
+	// fresh, and what it claims (a later sequence number, the end of the
+	// session) is checked with recovery, by a probe past the highest
+	// sequence known, before it is believed: the answer's messages extend
+	// the stream, and a session that ended says so. Of any other session,
+	// or before a session, it is ignored (Stats.UnsealedIgnored). Without
+	// Recovery nothing is checked, and the claims are not believed.
+	UnsealedControl bool
 }
 
 // Defaults of a Config, and limits.
@@ -304,6 +314,7 @@ type Stats struct {
 	Reordered        uint64 // messages that arrived early and waited in the window
 	Recovered        uint64 // messages released that came from recovery
 	WindowFull       uint64 // messages that arrived beyond the window and forced a loss
+	UnsealedIgnored  uint64 // unauthenticated heartbeats and ends of session of another session, or before one (Config.UnsealedControl)
 	// OversizeReordered counts the Reordered messages larger than
 	// SlotSize, each kept in its own allocation.
 	OversizeReordered uint64
@@ -375,6 +386,8 @@ type Tracker struct {
 	high      uint64
 	lastNs    int64
 	probeNs   int64 // last probe of a stale stream
+	claimNs   int64 // last probe started by an unsealed heartbeat or end of session
+	claimed   bool  // claimNs is set
 	window    []held
 	data      []byte
 	mask      uint64
@@ -495,6 +508,10 @@ func (t *Tracker) emit(kind EventKind, line int) *Event {
 func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Output) {
 	t.stats.Packets++
 	t.stats.PacketsOnLine[line&1]++
+	if t.cfg.UnsealedControl && (p.IsHeartbeat() || p.IsEndOfSession()) {
+		t.unsealedControl(line, p, nowNs, out)
+		return
+	}
 	if t.started && p.Session != t.session && !t.replaceable(nowNs) {
 		// Not the stream followed: it neither keeps the channel fresh nor
 		// moves it.
@@ -539,6 +556,10 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 	if p.IsHeartbeat() || p.IsEndOfSession() {
 		if p.IsHeartbeat() {
 			t.stats.Heartbeats++
+		}
+		if t.cfg.UnsealedControl {
+			// Not reached: Packet took it (unsealedControl).
+			return
 		}
 		t.learnHigh(line, p.Seq, nowNs, out)
 		if p.IsEndOfSession() && !t.ended {
@@ -813,6 +834,40 @@ func (t *Tracker) checkStale(nowNs int64, out Output) {
 		out.Event(t.emit(EventStale, LineRecovery))
 	}
 }
+
+// unsealedControl takes a heartbeat or end of session that is not
+// authenticated (Config.UnsealedControl): of the session followed, it keeps
+// the channel fresh, and a later sequence or an end it claims starts a
+// probe of recovery, at most one per claimProbeEvery; anything else is
+// ignored.
+func (t *Tracker) unsealedControl(line int, p mold.Packet, nowNs int64, out Output) {
+	if !t.started || p.Session != t.session {
+		t.stats.UnsealedIgnored++
+		return
+	}
+	t.lastNs = nowNs
+	if t.stale {
+		t.stale = false
+		out.Event(t.emit(EventFresh, line))
+	}
+	if p.IsHeartbeat() {
+		t.stats.Heartbeats++
+	}
+	claims := p.Seq > t.high || p.IsEndOfSession() && !t.ended
+	if !claims || !t.cfg.Recovery || t.ended || t.claimed && nowNs-t.claimNs < int64(claimProbeEvery) {
+		return
+	}
+	t.claimed, t.claimNs = true, nowNs
+	if limit := t.next + uint64(len(t.window)) - 1; t.high <= limit {
+		t.stats.Probes++
+		t.request(Range{t.high, min(t.high+probeLen-1, limit)}, false)
+	}
+}
+
+// claimProbeEvery bounds how often unsealed heartbeats and ends of session
+// start a probe of recovery, so that a flood of forged ones costs at most
+// 100 probes a second per channel.
+const claimProbeEvery = 10 * time.Millisecond
 
 // probeSilentTail asks recovery, once per StaleAfter, for what follows high
 // on a stale stream that has not ended: silence may hide a lost tail
