@@ -56,6 +56,14 @@ type PublisherConfig struct {
 	// sent (see tickprom.PublisherMetrics). It is called once per packet,
 	// never per message.
 	Observer PublisherObserver
+	// Seal, if set, seals every data packet just before it goes to
+	// OnPacket and the lines (package seal): it returns pkt with
+	// SealOverhead bytes more, written in pkt's spare capacity, which the
+	// publisher keeps free. nowNs is the Unix time of the send. An error
+	// ends the run: no packet is sent unsealed.
+	Seal func(ch int, pkt []byte, nowNs int64) ([]byte, error)
+	// SealOverhead is the bytes Seal adds to a packet.
+	SealOverhead int
 	// Sessions, if set, are the channels' sessions, one per channel, each
 	// naming its channel (SessionChannel): a publisher that joins the
 	// sessions of another, as a second feed handler of the same feed does.
@@ -104,6 +112,9 @@ func (c PublisherConfig) validate() error {
 		if c.GroupA.IsValid() && groupsOverlap(c.GroupA, c.GroupB, c.Channels) {
 			return bad("GroupB", c.GroupB, "overlaps GroupA %s for %d channels", c.GroupA, c.Channels)
 		}
+	}
+	if c.Seal != nil && c.SealOverhead <= 0 {
+		return bad("SealOverhead", c.SealOverhead, "want the bytes Seal adds, > 0")
 	}
 	if c.Sessions != nil && len(c.Sessions) != c.Channels {
 		return bad("Sessions", len(c.Sessions), "want one session per channel (%d)", c.Channels)
@@ -223,6 +234,9 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		}
 		for i := 0; i < cfg.SendBatch; i++ {
 			b, err := mold.NewBuilder(maxDG)
+			if err == nil && cfg.Seal != nil {
+				err = b.SetTail(cfg.SealOverhead)
+			}
 			if err != nil {
 				p.closeSenders()
 				return nil, fmt.Errorf("tickcast: channel %d: %w", ch, err)
@@ -410,6 +424,15 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 			feed.PutSendNs(msg, sendNs)
 		}
 		pkt := b.Finish()
+		if p.cfg.Seal != nil {
+			sealed, err := p.cfg.Seal(pc.idx, pkt, sendNs)
+			if err != nil {
+				// Cannot happen: the builder kept the room, and the
+				// packet is well formed. Nothing goes out unsealed.
+				return fmt.Errorf("tickcast: channel %d: %w", pc.idx, err)
+			}
+			pkt = sealed
+		}
 		nbytes += len(pkt)
 		list = append(list, pkt)
 	}
@@ -417,8 +440,8 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 	// subscriber that sees a packet and asks for what preceded it must
 	// find it stored.
 	if p.cfg.OnPacket != nil {
-		for _, b := range pc.builders[:pc.queued] {
-			p.cfg.OnPacket(pc.idx, pc.session, b.FirstSeq(), b.Finish())
+		for i, b := range pc.builders[:pc.queued] {
+			p.cfg.OnPacket(pc.idx, pc.session, b.FirstSeq(), list[i])
 		}
 	}
 	var firstErr error

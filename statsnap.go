@@ -50,6 +50,10 @@ type ChannelStats struct {
 	// Foreign and Malformed count the packets dropped on the channel's
 	// groups: another channel's or an older session's, and unparsable.
 	Foreign, Malformed uint64
+	// Unauthenticated and NoKey count the data packets dropped because
+	// their seal did not verify, or came under a key not held
+	// (SubscriberConfig.Keys).
+	Unauthenticated, NoKey uint64
 	// Conflated counts the quotes superseded by a later quote of their
 	// instrument while the channel conflated (ConflateConfig).
 	Conflated uint64
@@ -71,6 +75,7 @@ type channelCounts struct {
 	messages           [3]uint64
 	missing            [lossReasons]uint64
 	foreign, malformed uint64
+	unauth, noKey      uint64
 	stale              bool
 }
 
@@ -135,6 +140,7 @@ func (s *Subscriber) publishStats(now int64) {
 		cs.Messages, cs.Missing = sc.counts.messages, sc.counts.missing
 		cs.Filtered = sc.filter.filtered
 		cs.Foreign, cs.Malformed = sc.counts.foreign, sc.counts.malformed
+		cs.Unauthenticated, cs.NoKey = sc.counts.unauth, sc.counts.noKey
 		if sc.conf != nil {
 			cs.Conflated = sc.conf.conflated
 		}

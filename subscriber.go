@@ -3,6 +3,7 @@ package tickcast
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
+	"github.com/tickcast/tickcast/seal"
 	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
 )
@@ -56,6 +58,15 @@ type SubscriberConfig struct {
 	// Recovery, if set, fills gaps over NATS; nil means none: gaps wait
 	// Tracker.LostAfter for late packets and are then reported lost.
 	Recovery *recovery.Client
+	// Keys, if set, opens every data packet (package seal) before it
+	// touches the channel's sequence, session or window: one that does
+	// not verify is dropped, counted (SubscriberStats.Unauthenticated, or
+	// NoKey for a session or epoch it holds no key for, which also asks
+	// Keys to fetch) and never delivered. Heartbeats and ends of session
+	// are not sealed: what they claim is checked with Recovery
+	// (seqgap.Config.UnsealedControl). natskeys.Fetcher is the source the
+	// command uses.
+	Keys KeySource
 	// Observer, if set, is told the latency of every stream message as it
 	// is released and of every recovery answer (see
 	// tickprom.LatencyMetrics). It costs one clock read per packet.
@@ -173,24 +184,39 @@ const (
 	// session is delivered at once; one of another session waits for
 	// recovery's word (seqgap.Config.ConfirmFirst).
 	EventSessionNamed
+	// EventUnauthenticated: a data packet that does not verify (forged,
+	// altered, or under a key not held) was dropped; Err says why.
+	EventUnauthenticated
 )
+
+// KeySource gives a subscriber the keys of each channel (package seal).
+type KeySource interface {
+	// Keys returns channel ch's keys, or nil if it has none. It is called
+	// for every data packet and must not block.
+	Keys(ch int) *seal.Keys
+	// Miss says that a packet of channel ch came under session, or an
+	// epoch of it, whose key is not held: fetch the keys. It must not
+	// block.
+	Miss(ch int, session mold.Session)
+}
 
 // eventNames are the names logs and JSON show.
 var eventNames = [...]string{
-	EventSessionStart:  "session-start",
-	EventSessionEnd:    "session-end",
-	EventSessionAbrupt: "session-abrupt",
-	EventGap:           "gap",
-	EventRequest:       "request",
-	EventLost:          "lost",
-	EventStale:         "stale",
-	EventFresh:         "fresh",
-	EventForeign:       "foreign",
-	EventMalformed:     "malformed",
-	EventInstrumentGap: "instrument-gap",
-	EventSnapshot:      "snapshot",
-	EventCompeting:     "competing",
-	EventSessionNamed:  "session-named",
+	EventSessionStart:    "session-start",
+	EventSessionEnd:      "session-end",
+	EventSessionAbrupt:   "session-abrupt",
+	EventGap:             "gap",
+	EventRequest:         "request",
+	EventLost:            "lost",
+	EventStale:           "stale",
+	EventFresh:           "fresh",
+	EventForeign:         "foreign",
+	EventMalformed:       "malformed",
+	EventInstrumentGap:   "instrument-gap",
+	EventSnapshot:        "snapshot",
+	EventCompeting:       "competing",
+	EventSessionNamed:    "session-named",
+	EventUnauthenticated: "unauthenticated",
 }
 
 func (k EventKind) String() string {
@@ -269,22 +295,29 @@ type SubscriberStats struct {
 	// named a competitor: one alone on the group while recovery could not
 	// yet tell (seqgap.Stats.Unvetted). Above zero: see the runbook,
 	// "Competing publishers".
-	Unvetted       uint64
-	Malformed      uint64 // datagrams that failed to parse
-	Sessions       uint64 // sessions started
-	SessionsEnded  uint64 // sessions that ended with end of session
-	SessionsAbrupt uint64 // sessions replaced without end of session
-	Stale          uint64 // times a channel went stale
-	InstrumentGaps uint64 // per-instrument sequence skips
-	KernelDrops    uint64 // datagrams the kernel dropped for our sockets
-	RingFull       uint64 // times a receive ring was full
-	Truncated      uint64 // datagrams larger than a slot
-	Snapshots      uint64 // snapshots applied
-	Conflated      uint64 // quotes superseded by a later quote of their instrument (ConflateConfig), not released
-	PacketsA       uint64 // packets received on line A
-	PacketsB       uint64 // ... on line B
-	WinsA          uint64 // packets that brought new messages first on line A
-	WinsB          uint64 // ... on line B
+	Unvetted  uint64
+	Malformed uint64 // datagrams that failed to parse
+	// Unauthenticated counts data packets dropped because their seal did
+	// not verify (SubscriberConfig.Keys): forged or altered. NoKey counts
+	// those of a session or key epoch not held (a new session before its
+	// keys came, or a forgery under another session); their messages, if
+	// genuine, are recovered as a gap.
+	Unauthenticated uint64
+	NoKey           uint64
+	Sessions        uint64 // sessions started
+	SessionsEnded   uint64 // sessions that ended with end of session
+	SessionsAbrupt  uint64 // sessions replaced without end of session
+	Stale           uint64 // times a channel went stale
+	InstrumentGaps  uint64 // per-instrument sequence skips
+	KernelDrops     uint64 // datagrams the kernel dropped for our sockets
+	RingFull        uint64 // times a receive ring was full
+	Truncated       uint64 // datagrams larger than a slot
+	Snapshots       uint64 // snapshots applied
+	Conflated       uint64 // quotes superseded by a later quote of their instrument (ConflateConfig), not released
+	PacketsA        uint64 // packets received on line A
+	PacketsB        uint64 // ... on line B
+	WinsA           uint64 // packets that brought new messages first on line A
+	WinsB           uint64 // ... on line B
 }
 
 // Subscriber receives channels of a tickcast feed and releases their
@@ -302,6 +335,7 @@ type Subscriber struct {
 	recoveryResults, recoveryLatencySum, recoveryLatencyMax, snapshots uint64
 
 	foreign, malformed, packets, ended, instGaps uint64
+	unauth, noKey                                uint64
 
 	lastPoll int64 // when Poll last ran (Now)
 	// stallNs is pollStall in ns; tests raise it to see what the readiness
@@ -324,6 +358,10 @@ type subChannel struct {
 	filter  channelFilter
 	counts  channelCounts
 	conf    *conflator // nil unless SubscriberConfig.Conflate.On
+	// keysSeen: the channel had keys once, or its first packets waited
+	// keyWait for them (since keyWaitNs): nothing waits for keys again.
+	keysSeen  bool
+	keyWaitNs int64
 }
 
 // maxTrackedInstrument bounds the per-instrument table: ids above it are not
@@ -366,6 +404,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	tcfg.Recovery = cfg.Recovery != nil
 	tcfg.ConfirmFirst = tcfg.Recovery
 	tcfg.Trim = feed.Trim
+	tcfg.UnsealedControl = cfg.Keys != nil
 	for _, ch := range cfg.Join {
 		tr, err := seqgap.New(tcfg)
 		if err != nil {
@@ -438,7 +477,8 @@ func (s *Subscriber) AllEnded() bool {
 
 // Stats returns the counters, including the transports' kernel drop counts.
 func (s *Subscriber) Stats() SubscriberStats {
-	st := SubscriberStats{Packets: s.packets, Foreign: s.foreign, Malformed: s.malformed, SessionsEnded: s.ended, InstrumentGaps: s.instGaps, Snapshots: s.snapshots}
+	st := SubscriberStats{Packets: s.packets, Foreign: s.foreign, Malformed: s.malformed, SessionsEnded: s.ended, InstrumentGaps: s.instGaps, Snapshots: s.snapshots,
+		Unauthenticated: s.unauth, NoKey: s.noKey}
 	for _, sc := range s.chans {
 		ts := sc.tracker.Stats()
 		st.Messages += ts.Messages - sc.filter.filtered
@@ -611,6 +651,9 @@ func (sc *subChannel) nextLine(tried *int) int {
 // first if it came; a packet left queued waits in the ring, then the
 // socket buffer, rather than the join's prefix being declared lost.
 func (s *Subscriber) mustWait(sc *subChannel, slot *ud.Slot) bool {
+	if s.cfg.Keys != nil && s.waitKeys(sc, slot) {
+		return true
+	}
 	hdr, err := mold.DecodeHeader(slot.Data())
 	if err != nil || !sc.tracker.MustWait(hdr.Session, hdr.Seq, hdr.Messages()) {
 		return false
@@ -623,7 +666,18 @@ func (s *Subscriber) mustWait(sc *subChannel, slot *ud.Slot) bool {
 
 func (s *Subscriber) packet(sc *subChannel, line int, slot *ud.Slot, now int64) {
 	s.packets++
-	p, err := mold.Parse(slot.Data())
+	data := slot.Data()
+	if s.cfg.Keys != nil {
+		if n, ok := mold.MessageCount(data); ok && n > 0 {
+			var err error
+			if data, err = s.open(sc, data); err != nil {
+				s.ev = Event{Kind: EventUnauthenticated, Channel: sc.idx, Line: Line(line), Err: err}
+				s.h.Event(&s.ev)
+				return
+			}
+		}
+	}
+	p, err := mold.Parse(data)
 	if err != nil {
 		s.malformed++
 		sc.counts.malformed++
@@ -643,6 +697,78 @@ func (s *Subscriber) packet(sc *subChannel, line int, slot *ud.Slot, now int64) 
 	}
 	sc.tracker.Packet(line, p, slot.RecvNs, now, sc)
 }
+
+// open verifies the seal of data packet b of channel sc and returns it
+// without the seal, or counts why it does not verify.
+func (s *Subscriber) open(sc *subChannel, b []byte) ([]byte, error) {
+	ks := s.cfg.Keys.Keys(sc.idx)
+	if ks == nil {
+		ks = &noKeys
+	}
+	out, err := ks.Open(b)
+	if err == nil {
+		return out, nil
+	}
+	var se *seal.Error
+	errors.As(err, &se)
+	switch {
+	case se == nil || se.Err == seal.ErrNotSealable:
+		// Not a well-formed MoldUDP64 packet: no seal to judge.
+		s.malformed++
+		sc.counts.malformed++
+	case !ks.HasSession(se.Session):
+		// A session whose keys are not held: a new one (its keys are
+		// fetched now, its first messages recovered), or a forgery.
+		s.noKey++
+		sc.counts.noKey++
+		s.cfg.Keys.Miss(sc.idx, se.Session)
+	default:
+		// A session whose keys are held: forged or altered (or, at a
+		// rotation, under a key fetched late: fetch it).
+		if se.Err == seal.ErrUnknownEpoch {
+			s.cfg.Keys.Miss(sc.idx, se.Session)
+		}
+		s.unauth++
+		sc.counts.unauth++
+	}
+	return nil, err
+}
+
+// keyWait bounds how long a channel's first data packets wait in their
+// ring for the channel's first keys (SubscriberConfig.Keys), which are
+// fetched as they arrive: a subscriber started before its feed handler
+// fetches them when the feed handler's first packet shows it is up.
+const keyWait = 2 * time.Second
+
+// waitKeys reports whether slot, a data packet of a channel that has no
+// keys yet, must wait for them. It waits at most keyWait in all; then the
+// packet is dropped as NoKey. Once the channel has keys nothing waits: a
+// packet under a key not held (a new session, or a forgery) is dropped at
+// once and the keys fetched, so a forger cannot stall the stream.
+func (s *Subscriber) waitKeys(sc *subChannel, slot *ud.Slot) bool {
+	if sc.keysSeen {
+		return false
+	}
+	if s.cfg.Keys.Keys(sc.idx) != nil {
+		sc.keysSeen = true
+		return false
+	}
+	if n, ok := mold.MessageCount(slot.Data()); !ok || n == 0 {
+		return false
+	}
+	if sc.keyWaitNs == 0 {
+		sc.keyWaitNs = s.now
+	}
+	if s.now-sc.keyWaitNs >= int64(keyWait) {
+		sc.keysSeen = true // waited enough: drop, and never wait again
+		return false
+	}
+	s.cfg.Keys.Miss(sc.idx, mold.Session{})
+	return true
+}
+
+// noKeys holds no key: the keys of a channel whose source has none.
+var noKeys seal.Keys
 
 // older reports whether session is older than the channel's current one: its
 // start time (the eight digits after the channel) sorts before. Such packets

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/pace"
+	"github.com/tickcast/tickcast/seal"
 	"github.com/tickcast/tickcast/ud/udp"
 	"net"
 	"net/netip"
@@ -57,6 +58,13 @@ type Config struct {
 	Transport string
 	// TTL is the multicast TTL, 0..255; 0 keeps packets on this host.
 	TTL int
+	// Authenticate seals every data packet (package seal) and serves the
+	// keys over NATS; subscribers then drop what does not verify
+	// (docs/security.md). The command turns it on by default.
+	Authenticate bool
+	// KeyRotation is how long one key seals, seal.MinRotation..
+	// seal.MaxRotation; default seal.DefaultRotation.
+	KeyRotation time.Duration
 	// GSO sends each channel's runs of full packets by segmentation
 	// offload (UDP GSO) where the kernel takes it, with full packets padded
 	// to MaxDatagram (docs/wire-format.md, "Padding"; udp.Config.GSO says
@@ -264,6 +272,7 @@ func (c Config) withDefaults() Config {
 	config.Default(&c.Line, DefaultLine)
 	config.Default(&c.SessionRecord, RecordAuto)
 	config.Default(&c.PeerTimeout, DefaultPeerTimeout)
+	config.Default(&c.KeyRotation, seal.DefaultRotation)
 	return c
 }
 
@@ -345,6 +354,8 @@ func (c *Config) validateRecovery() error {
 		return invalid("SessionRecord", c.SessionRecord, "want auto, on or off")
 	case c.SessionRecord == RecordOn && c.NATSURL == "":
 		return invalid("SessionRecord", c.SessionRecord, "the session record is shared on an external NATS server or cluster with JetStream (NATSURL); the embedded server has none")
+	case c.KeyRotation < seal.MinRotation || c.KeyRotation > seal.MaxRotation:
+		return invalid("KeyRotation", c.KeyRotation, "want %v..%v", seal.MinRotation, seal.MaxRotation)
 	case c.PeerTimeout < 0:
 		return invalid("PeerTimeout", c.PeerTimeout, "must not be negative")
 	case len(c.NATSUsers) > 0 && c.NATSURL != "":

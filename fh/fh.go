@@ -16,6 +16,8 @@ import (
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
+	"github.com/tickcast/tickcast/seal"
+	"github.com/tickcast/tickcast/seal/natskeys"
 )
 
 // FeedHandler is one feed handler: made by New, run once by Run, released by
@@ -46,6 +48,12 @@ type FeedHandler struct {
 	// running peer's, whose position Run catches up with first.
 	sessions []mold.Session
 	rejoin   bool
+	// secrets are the record's session secrets, one per channel, or nil.
+	secrets [][]byte
+	// schedules seal each channel's data packets (Config.Authenticate);
+	// keys serves their epoch keys.
+	schedules []atomic.Pointer[seal.Schedule]
+	keys      *natskeys.Server
 }
 
 // New checks cfg, starts NATS (embedded, unless cfg.NATSURL names a
@@ -155,6 +163,34 @@ func (h *FeedHandler) startRecord() error {
 	return nil
 }
 
+// startKeys gives every channel's session a secret and serves the epoch
+// keys over NATS (package seal, docs/security.md).
+func (h *FeedHandler) startKeys() error {
+	if h.sessions != nil && h.secrets == nil {
+		h.log.Warn().Msg("the session record holds no secrets (written by an earlier version): this feed handler seals with its own, and a subscriber opens only the packets of the feed handler whose keys it holds")
+	}
+	for ch, session := range h.pub.Sessions() {
+		secret := seal.NewSecret()
+		if ch < len(h.secrets) {
+			secret = h.secrets[ch]
+		}
+		s, err := seal.NewSchedule(session, ch, secret, h.cfg.KeyRotation)
+		if err != nil {
+			return fmt.Errorf("fh: channel %d: %w", ch, err)
+		}
+		h.schedules[ch].Store(s)
+	}
+	ks, err := natskeys.Serve(h.nc, h.cfg.FeedName, h.cfg.Channels, func(ch int) *seal.Schedule { return h.schedules[ch].Load() }, nil)
+	if err != nil {
+		h.log.Error().Err(err).Msg("cannot serve keys")
+		return fmt.Errorf("fh: keys: %w", err)
+	}
+	h.keys = ks
+	h.log.Info().Dur("key_rotation", h.cfg.KeyRotation).Str("subject", natskeys.Subject(h.cfg.FeedName, 0)+" (one per channel)").
+		Msg("packets authenticated: data packets sealed, keys served over NATS")
+	return nil
+}
+
 // pipelineSlots is the ring of Config.Pipeline, in messages (160 bytes
 // each): about a millisecond of input at full speed.
 const pipelineSlots = 4096
@@ -218,7 +254,15 @@ func (h *FeedHandler) startPublisher() error {
 	case "b":
 		groupA = netip.AddrPort{}
 	}
+	var sealFn func(ch int, pkt []byte, nowNs int64) ([]byte, error)
+	if h.cfg.Authenticate {
+		h.schedules = make([]atomic.Pointer[seal.Schedule], h.cfg.Channels)
+		sealFn = func(ch int, pkt []byte, nowNs int64) ([]byte, error) {
+			return h.schedules[ch].Load().Seal(pkt, nowNs)
+		}
+	}
 	pub, err := tickcast.NewPublisher(tickcast.PublisherConfig{
+		Seal: sealFn, SealOverhead: seal.Overhead,
 		Channels: h.cfg.Channels, GroupA: groupA, GroupB: groupB, Sessions: h.sessions,
 		NewSender:   newSender,
 		MaxDatagram: maxDatagram, MaxDelay: h.cfg.MaxDelay, Heartbeat: h.cfg.Heartbeat, SendBatch: h.cfg.SendBatch,
@@ -235,6 +279,11 @@ func (h *FeedHandler) startPublisher() error {
 		return fmt.Errorf("fh: publisher: %w", err)
 	}
 	h.pub = pub
+	if h.cfg.Authenticate {
+		if err := h.startKeys(); err != nil {
+			return err
+		}
+	}
 	h.metrics.addPublisher(pub)
 	if h.cfg.Transport == "udp" && h.cfg.Watch {
 		w, err := startWatch(&h.cfg, pub, h.log.With().Str("role", "watch").Logger())
@@ -442,6 +491,9 @@ func (h *FeedHandler) Close() {
 	}
 	if h.rsrv != nil {
 		h.rsrv.Close()
+	}
+	if h.keys != nil {
+		h.keys.Close()
 	}
 	for _, stop := range h.stopApply {
 		stop()

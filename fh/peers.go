@@ -2,6 +2,7 @@ package fh
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
+	"github.com/tickcast/tickcast/seal"
 )
 
 // Session record modes (Config.SessionRecord).
@@ -38,6 +40,12 @@ type sessionRecord struct {
 	// process that started them.
 	Created time.Time `json:"created"`
 	By      string    `json:"by"`
+	// Secrets are the channels' session secrets (package seal), base64,
+	// in channel order: every feed handler of the sessions seals with the
+	// same keys, so that either may send and either may answer for keys.
+	// Whoever may read the record may forge the feed: restrict the
+	// bucket as the keys subjects are (docs/security.md).
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // recordTimeout bounds the JetStream calls of the session record.
@@ -100,6 +108,7 @@ func (h *FeedHandler) joinRecord() error {
 				return err
 			}
 			h.sessions, h.rejoin = sessions, true
+			h.secrets = secretsOf(rec)
 			h.log.Info().Str("session", rec.Sessions[0]).Str("by", rec.By).Time("created", rec.Created).
 				Msg("joining the sessions of a running peer feed handler")
 			return nil
@@ -185,6 +194,7 @@ func (h *FeedHandler) newRecord(identity string, after []mold.Session) sessionRe
 			s = tickcast.NewSession(ch, time.Now())
 		}
 		rec.Sessions = append(rec.Sessions, s.String())
+		rec.Secrets = append(rec.Secrets, base64.StdEncoding.EncodeToString(seal.NewSecret()))
 	}
 	return rec
 }
@@ -211,6 +221,14 @@ func (h *FeedHandler) parseRecord(value []byte) (sessionRecord, []mold.Session, 
 	if len(sessions) == 0 {
 		return rec, nil, fmt.Errorf("fh: the session record %s has no sessions", where)
 	}
+	if len(rec.Secrets) != 0 && len(rec.Secrets) != len(sessions) {
+		return rec, nil, fmt.Errorf("fh: the session record %s has %d secrets for %d sessions", where, len(rec.Secrets), len(sessions))
+	}
+	for ch, s := range rec.Secrets {
+		if b, err := base64.StdEncoding.DecodeString(s); err != nil || len(b) != seal.SecretLen {
+			return rec, nil, fmt.Errorf("fh: the session record %s: channel %d's secret is not %d bytes of base64", where, ch, seal.SecretLen)
+		}
+	}
 	return rec, sessions, nil
 }
 
@@ -231,12 +249,24 @@ func (h *FeedHandler) sameInput(rec sessionRecord, identity string) error {
 
 // startedSessions takes the sessions of a record this feed handler wrote.
 func (h *FeedHandler) startedSessions(rec sessionRecord, why string) error {
+	h.secrets = secretsOf(rec)
 	h.sessions = make([]mold.Session, len(rec.Sessions))
 	for ch, s := range rec.Sessions {
 		h.sessions[ch], _ = mold.ParseSession(s)
 	}
 	h.log.Info().Str("session", rec.Sessions[0]).Str("why", why).Msg("new sessions written to the session record")
 	return nil
+}
+
+// secretsOf returns the record's session secrets (checked by parseRecord),
+// or nil for a record without them.
+func secretsOf(rec sessionRecord) [][]byte {
+	var out [][]byte
+	for _, s := range rec.Secrets {
+		b, _ := base64.StdEncoding.DecodeString(s)
+		out = append(out, b)
+	}
+	return out
 }
 
 // catchUpRounds bounds how often a rejoining feed handler asks its peer

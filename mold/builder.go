@@ -30,7 +30,19 @@ func NewBuilder(maxDatagram int) (*Builder, error) {
 	return &Builder{buf: make([]byte, HeaderLen, maxDatagram), max: maxDatagram}, nil
 }
 
-// MaxDatagram returns the builder's size limit.
+// SetTail keeps n bytes free at the end of every packet for a trailer
+// added after Finish (a seal, package seal): packets fill to MaxDatagram
+// less n, and the buffer Finish returns has room for n bytes more. Call it
+// once, before the first packet.
+func (b *Builder) SetTail(n int) error {
+	if n < 0 || b.max-n < HeaderLen+BlockHdrLen {
+		return fmt.Errorf("mold: a %d-byte trailer leaves no room for a message in %d bytes", n, b.max)
+	}
+	b.max -= n
+	return nil
+}
+
+// MaxDatagram returns the builder's size limit (less SetTail's trailer).
 func (b *Builder) MaxDatagram() int { return b.max }
 
 // Start begins a packet of session whose first message has sequence seq,

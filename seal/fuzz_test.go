@@ -2,7 +2,9 @@ package seal
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tickcast/tickcast/mold"
@@ -38,6 +40,33 @@ func FuzzOpen(f *testing.F) {
 		}
 		if _, err := mold.Parse(got); err != nil {
 			t.Fatalf("opened packet does not parse: %v", err)
+		}
+	})
+}
+
+// FuzzParseReply: a key reply parses into keys that seal and open, or is
+// refused with an error naming the key reply.
+func FuzzParseReply(f *testing.F) {
+	session, _ := mold.ParseSession("0A2K9Z0001")
+	s, _ := NewSchedule(session, 0, bytes.Repeat([]byte{3}, SecretLen), DefaultRotation)
+	r, _ := ReplyFor(s, 1_800_000_000_000_000_000)
+	good, _ := json.Marshal(r)
+	f.Add(good)
+	f.Add([]byte(`{"error":"not entitled"}`))
+	f.Add([]byte(`{"session":"X","channel":0,"rotation_ns":1,"keys":[]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sess, keys, _, err := ParseReply(b, 0)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "seal: key reply") {
+				t.Fatalf("error %q does not name the key reply", err)
+			}
+			return
+		}
+		var ks Keys
+		ks.Set(sess, keys)
+		p, _ := keys[0].Seal(packet(sess, 1, 2, 10))
+		if _, err := ks.Open(p); err != nil {
+			t.Fatalf("a key from a parsed reply does not open what it sealed: %v", err)
 		}
 	})
 }

@@ -189,21 +189,71 @@ func (k *Key) Seal(p []byte) ([]byte, error) {
 	return k.aead.Seal(p, nonce, nil, p), nil
 }
 
-// Keys are the keys a subscriber holds for one channel: a session's epoch
-// keys, looked up by the epoch in each seal. The zero value holds none.
-// It is used by one goroutine; Set may be called by another only under
-// the caller's own lock.
+// sealNonce is Seal with a given nonce, for the documented vectors.
+func (k *Key) sealNonce(p, nonce []byte) []byte {
+	off, _, _ := lastBlock(p)
+	binary.BigEndian.PutUint16(p[off:], binary.BigEndian.Uint16(p[off:])+Overhead)
+	n := len(p)
+	p = append(p, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(p[n:], k.Epoch)
+	p = append(p, nonce...)
+	return k.aead.Seal(p, p[n+EpochLen:], nil, p)
+}
+
+// Keys are the keys a subscriber holds for one channel: the epoch keys of
+// up to MaxSessions sessions (the one followed, and a competing or newer
+// one that a feed handler of the feed also answers for), looked up by the
+// session and epoch in each seal. The zero value holds none. A Keys is not
+// changed once in use: a new one replaces it (With).
 type Keys struct {
+	sets []keySet // most recent last
+}
+
+type keySet struct {
 	session mold.Session
 	keys    []*Key
 }
 
-// Session returns the session whose keys are held.
-func (ks *Keys) Session() mold.Session { return ks.session }
+// MaxSessions bounds the sessions one Keys holds.
+const MaxSessions = 4
 
-// Set replaces the held keys by those of session.
+// With returns a copy of ks holding keys for session in place of any it
+// held for it, dropping the oldest session beyond MaxSessions.
+func (ks *Keys) With(session mold.Session, keys []*Key) *Keys {
+	out := &Keys{}
+	for _, s := range ks.sets {
+		if s.session != session {
+			out.sets = append(out.sets, s)
+		}
+	}
+	out.sets = append(out.sets, keySet{session, keys})
+	if len(out.sets) > MaxSessions {
+		out.sets = out.sets[len(out.sets)-MaxSessions:]
+	}
+	return out
+}
+
+// Set replaces every held key by session's keys.
 func (ks *Keys) Set(session mold.Session, keys []*Key) {
-	ks.session, ks.keys = session, keys
+	ks.sets = []keySet{{session, keys}}
+}
+
+// Latest returns the session set last, and false if none.
+func (ks *Keys) Latest() (mold.Session, bool) {
+	if len(ks.sets) == 0 {
+		return mold.Session{}, false
+	}
+	return ks.sets[len(ks.sets)-1].session, true
+}
+
+// HasSession reports whether keys of session are held.
+func (ks *Keys) HasSession(session mold.Session) bool {
+	for _, s := range ks.sets {
+		if s.session == session {
+			return true
+		}
+	}
+	return false
 }
 
 // Has reports whether the key of epoch of session is held.
@@ -211,25 +261,29 @@ func (ks *Keys) Has(session mold.Session, epoch uint32) bool {
 	return ks.key(session, epoch) != nil
 }
 
-// MaxEpoch returns the latest epoch held, and false if none.
-func (ks *Keys) MaxEpoch() (uint32, bool) {
-	if len(ks.keys) == 0 {
-		return 0, false
+// MaxEpoch returns the latest epoch held for session, and false if none.
+func (ks *Keys) MaxEpoch(session mold.Session) (uint32, bool) {
+	for _, s := range ks.sets {
+		if s.session == session && len(s.keys) > 0 {
+			m := s.keys[0].Epoch
+			for _, k := range s.keys[1:] {
+				m = max(m, k.Epoch)
+			}
+			return m, true
+		}
 	}
-	m := ks.keys[0].Epoch
-	for _, k := range ks.keys[1:] {
-		m = max(m, k.Epoch)
-	}
-	return m, true
+	return 0, false
 }
 
 func (ks *Keys) key(session mold.Session, epoch uint32) *Key {
-	if session != ks.session {
-		return nil
-	}
-	for _, k := range ks.keys {
-		if k.Epoch == epoch {
-			return k
+	for i := range ks.sets {
+		if s := &ks.sets[i]; s.session == session {
+			for _, k := range s.keys {
+				if k.Epoch == epoch {
+					return k
+				}
+			}
+			return nil
 		}
 	}
 	return nil

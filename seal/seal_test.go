@@ -3,8 +3,10 @@ package seal
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/mold"
@@ -227,5 +229,44 @@ func BenchmarkOpen(b *testing.B) {
 			b.Fatal(err)
 		}
 		binary.BigEndian.PutUint16(s[off:], binary.BigEndian.Uint16(sealed[off:]))
+	}
+}
+
+// TestScheduleRotates: packets sealed across a rotation open with the keys
+// a reply gives at either side of it, and a key of a later epoch is not
+// given early.
+func TestScheduleRotates(t *testing.T) {
+	session, _ := mold.ParseSession("0A2K9Z0001")
+	s, err := NewSchedule(session, 2, NewSecret(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := int64(1_800_000_000_000_000_000) // an epoch boundary for a 2 s rotation
+	r, _ := ReplyFor(s, t0-1)
+	b, _ := json.Marshal(r)
+	sess, keys, rot, err := ParseReply(b, 2)
+	if err != nil || sess != session || rot != 2*time.Second || len(keys) != 3 {
+		t.Fatalf("ParseReply: %v, %v, %v, %d keys", err, sess, rot, len(keys))
+	}
+	var ks Keys
+	ks.Set(sess, keys)
+	for _, at := range []int64{t0 - 1, t0, t0 + int64(2*time.Second) - 1} {
+		p, err := s.Seal(packet(session, 7, 2, 20), at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ks.Open(p); err != nil {
+			t.Fatalf("sealed at %d: %v", at-t0, err)
+		}
+	}
+	p, _ := s.Seal(packet(session, 7, 2, 20), t0+int64(2*time.Second))
+	if _, err := ks.Open(p); !errors.Is(err, ErrUnknownEpoch) {
+		t.Fatalf("a packet two epochs on opened with the keys given before: %v", err)
+	}
+	if _, _, _, err := ParseReply(b, 1); err == nil {
+		t.Fatal("a reply for channel 2 was taken for channel 1")
+	}
+	if _, err := NewSchedule(session, 0, NewSecret(), time.Millisecond); err == nil {
+		t.Fatal("a 1 ms rotation was accepted")
 	}
 }

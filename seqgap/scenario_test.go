@@ -327,12 +327,12 @@ func (s *scenario) run(cmd string) {
 		}
 		s.tr.Packet(line(), s.packet(f[2], u(3), uint16(n), int(n)), s.now, s.now, s)
 	case "heartbeat":
-		if !s.tr.cfg.UnsealedControl { // unsealed: ignored, not competing
+		if !s.tr.cfg.UnsealedControl || !s.tr.cfg.Recovery { // unsealed: ignored, not competing
 			s.m.competes(s.session(f[2]), s.now)
 		}
 		s.tr.Packet(line(), s.packet(f[2], u(3), 0, 0), s.now, s.now, s)
 	case "eos":
-		if !s.tr.cfg.UnsealedControl {
+		if !s.tr.cfg.UnsealedControl || !s.tr.cfg.Recovery {
 			s.m.competes(s.session(f[2]), s.now)
 		}
 		s.tr.Packet(line(), s.packet(f[2], u(3), mold.EndOfSession, 0), s.now, s.now, s)

@@ -94,7 +94,9 @@ type Config struct {
 	// sequence known, before it is believed: the answer's messages extend
 	// the stream, and a session that ended says so. Of any other session,
 	// or before a session, it is ignored (Stats.UnsealedIgnored). Without
-	// Recovery nothing is checked, and the claims are not believed.
+	// Recovery there is nothing to check with, and such packets are taken
+	// as they are (as without UnsealedControl): a real lost tail must not
+	// go unreported, so a forged one can make messages reported lost.
 	UnsealedControl bool
 }
 
@@ -508,7 +510,7 @@ func (t *Tracker) emit(kind EventKind, line int) *Event {
 func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Output) {
 	t.stats.Packets++
 	t.stats.PacketsOnLine[line&1]++
-	if t.cfg.UnsealedControl && (p.IsHeartbeat() || p.IsEndOfSession()) {
+	if t.cfg.UnsealedControl && t.cfg.Recovery && (p.IsHeartbeat() || p.IsEndOfSession()) {
 		t.unsealedControl(line, p, nowNs, out)
 		return
 	}
@@ -556,10 +558,6 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 	if p.IsHeartbeat() || p.IsEndOfSession() {
 		if p.IsHeartbeat() {
 			t.stats.Heartbeats++
-		}
-		if t.cfg.UnsealedControl {
-			// Not reached: Packet took it (unsealedControl).
-			return
 		}
 		t.learnHigh(line, p.Seq, nowNs, out)
 		if p.IsEndOfSession() && !t.ended {
@@ -854,7 +852,7 @@ func (t *Tracker) unsealedControl(line int, p mold.Packet, nowNs int64, out Outp
 		t.stats.Heartbeats++
 	}
 	claims := p.Seq > t.high || p.IsEndOfSession() && !t.ended
-	if !claims || !t.cfg.Recovery || t.ended || t.claimed && nowNs-t.claimNs < int64(claimProbeEvery) {
+	if !claims || t.ended || t.claimed && nowNs-t.claimNs < int64(claimProbeEvery) {
 		return
 	}
 	t.claimed, t.claimNs = true, nowNs

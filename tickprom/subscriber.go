@@ -27,7 +27,7 @@ type subscriberCollector struct {
 	s *tickcast.Subscriber
 
 	packets, wins, messages, filtered, gaps, requests, recovered, lost, lostRanges, dupMsgs, dupPkts,
-	reordered, overflow, foreign, competing, malformed, sessions, abrupt, staleEvents, heartbeats,
+	reordered, overflow, foreign, competing, malformed, unauth, noKey, sessions, abrupt, staleEvents, heartbeats,
 	stale, datagrams, bytes, kernelDrops, ringFull, truncated, recvErrors, ringUsed, ringCap,
 	rcvBuf, instGaps, snapshots, recRequests, recFailed, recMessages, recHeard, recBackedOff, conflated *prometheus.Desc
 }
@@ -57,6 +57,8 @@ func NewSubscriberCollector(s *tickcast.Subscriber) prometheus.Collector {
 	c.foreign = c.desc(p+"foreign_packets_total", "Packets of another channel or an older session dropped on the channel's groups.", ch...)
 	c.competing = c.desc(p+"competing_packets_total", "Packets of a competing session (another publisher on the channel's groups) dropped while the followed session is alive.", ch...)
 	c.malformed = c.desc(p+"malformed_packets_total", "Datagrams that are not valid MoldUDP64 packets.", ch...)
+	c.unauth = c.desc(p+"unauthenticated_packets_total", "Data packets whose seal did not verify under the followed session's keys (forged or altered), dropped.", ch...)
+	c.noKey = c.desc(p+"no_key_packets_total", "Data packets of a session whose keys are not held (a new session before its keys came, or a forgery), dropped; genuine ones are recovered.", ch...)
 	c.sessions = c.desc(p+"sessions_started_total", "Sessions started.", ch...)
 	c.abrupt = c.desc(p+"sessions_abrupt_total", "Sessions replaced by a new one without end of session.", ch...)
 	c.staleEvents = c.desc(p+"stale_events_total", "Times the channel went stale (nothing received, not even heartbeats).", ch...)
@@ -112,6 +114,8 @@ func (c *subscriberCollector) Collect(out chan<- prometheus.Metric) {
 		counter(out, c.foreign, cs.Foreign, ch)
 		counter(out, c.competing, t.Competing, ch)
 		counter(out, c.malformed, cs.Malformed, ch)
+		counter(out, c.unauth, cs.Unauthenticated, ch)
+		counter(out, c.noKey, cs.NoKey, ch)
 		counter(out, c.conflated, cs.Conflated, ch)
 		counter(out, c.sessions, t.Sessions, ch)
 		counter(out, c.abrupt, t.SessionsAbrupt, ch)

@@ -72,6 +72,8 @@ type Settings struct {
 	ListDevices bool          `flag:"list-devices" help:"print this host's RDMA devices (ports and their state, link layer, netdevs, NUMA node, whether port counters exist) and the device --iface leads to, then exit 0; built into every binary, with or without -tags rdma"`
 	Transport   string        `flag:"transport" default:"udp" help:"udp (multicast) or rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address, datagrams at most the port's MTU)"`
 	TTL         int           `flag:"ttl" default:"0" help:"multicast TTL (0 keeps packets on this host)"`
+	Auth        bool          `flag:"auth" default:"true" help:"seal every data packet (AES-GCM tag in its last block) with a key of the channel's session and serve the keys over NATS on tickcast.FEED.keys.CH, so subscribers drop forged packets (docs/security.md); --auth=false sends packets anyone on the network could forge"`
+	KeyRotation time.Duration `flag:"key-rotation" default:"1h" help:"how long one key seals: keys rotate on the Unix clock's periods of this length (1s..24h); subscribers fetch the next key ahead of each rotation"`
 	MaxDatagram int           `flag:"max-datagram" default:"1472" help:"largest datagram in bytes"`
 	GSO         bool          `flag:"gso" help:"with udp, send each channel's runs of full packets as one buffer the kernel cuts into datagrams (UDP GSO) where the kernel takes it, for less CPU a packet at high rates; full packets are then padded to --max-datagram inside their last message, which decoders ignore (docs/wire-format.md, \"Padding\"). A capture on the sending host (lo, or a NIC that segments in hardware) shows each run as one datagram that decoders cannot split; receivers and captures on receiving hosts see the datagrams"`
 	MaxDelay    time.Duration `flag:"max-delay" default:"50us" help:"longest a message waits in a partly filled packet while input keeps coming"`
@@ -166,7 +168,7 @@ func (s *Settings) validate() error {
 // flagOf names the flag of each fh.Config field, for its errors.
 var flagOf = map[string]string{
 	"Source": "source", "Channels": "channels", "GroupA": "group", "GroupB": "group-b", "Interface": "iface",
-	"Transport": "transport", "TTL": "ttl", "GSO": "gso", "MaxDatagram": "max-datagram", "MaxDelay": "max-delay",
+	"Transport": "transport", "TTL": "ttl", "GSO": "gso", "Authenticate": "auth", "KeyRotation": "key-rotation", "MaxDatagram": "max-datagram", "MaxDelay": "max-delay",
 	"Heartbeat": "heartbeat", "SendBatch": "send-batch", "Rate": "rate", "Speed": "speed", "PaceSpin": "pace-spin",
 	"Duration": "duration", "Linger": "linger", "FeedName": "feed-name", "NATSURL": "nats-url",
 	"NATSListen": "nats-listen", "NATSUsers": "nats-users", "StoreMessages": "store-messages",
@@ -230,7 +232,7 @@ func (s *Settings) config() (fh.Config, error) {
 		return fh.Config{}, err
 	}
 	c := fh.Config{
-		SourceName: s.Source, Channels: s.Channels, Transport: s.Transport, TTL: s.TTL, GSO: s.GSO,
+		SourceName: s.Source, Channels: s.Channels, Transport: s.Transport, TTL: s.TTL, GSO: s.GSO, Authenticate: s.Auth, KeyRotation: s.KeyRotation,
 		MaxDatagram: s.MaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
 		Rate: s.Rate, Speed: s.Speed, PaceSpin: s.PaceSpin, Duration: s.Duration, Linger: s.Linger, LingerOnStop: true,
 		FeedName: s.FeedName, NATSURL: s.NATSURL, NATSListen: s.NATSListen, NATS: s.Flags, NATSLive: s.NATSLive, NATSLiveAlways: s.NATSLiveAlways,
@@ -483,7 +485,7 @@ func startDemo(s *Settings, natsURL string, log zerolog.Logger, stdout io.Writer
 	}
 	d.Channels, d.Group, d.GroupB, d.Iface, d.MaxDatagram = s.Channels, s.Group, s.GroupB, s.Iface, s.MaxDatagram
 	d.Verify, d.Seed, d.Instruments, d.Expect = true, s.Seed, s.Instruments, s.Count
-	d.NATSURL, d.FeedName = natsURL, s.FeedName
+	d.NATSURL, d.FeedName, d.Auth = natsURL, s.FeedName, s.Auth
 	d.Format = "none"  // only the summary line, which the demo prints instead of the feed handler's
 	d.MetricsAddr = "" // the feed handler serves this process's metrics
 	demo, err := subapp.New(d, log.With().Str("role", "demo-subscriber").Logger(), stdout)

@@ -56,9 +56,11 @@ const rulesFile = "../../deploy/prometheus/alerts.yml"
 // when it resumes before its receive loops do). Last, the feed
 // handler is stopped (SIGSTOP) until the channels go stale and its target is
 // down. A script sends packets of another session onto channel 1's group
-// throughout: both sides' competing-publisher alerts fire. The feed handler
-// and subscriber 1 use a NATS server the test runs, which it shuts down
-// until both are disconnected, then restarts on its port: they reconnect.
+// throughout: both sides' competing-publisher alerts fire; another resends a
+// live packet of channel 0 under later sequence numbers: the forged-packets
+// alert fires. The feed handler and both subscribers (subscriber 2 for its
+// keys only) use a NATS server the test runs, which it shuts down until all
+// are disconnected, then restarts on its port: they reconnect.
 //
 // Prometheus loads a copy of the rules whose `for:` durations are 0, so
 // that an alert fires at its first true evaluation instead of minutes
@@ -115,7 +117,10 @@ func TestPrometheus(t *testing.T) {
 	// alerts of both sides.
 	scriptCtx, stopScript := context.WithCancel(ctx)
 	script := compete(t, scriptCtx, ga, 1, "01ZSA99999")
-	defer func() { stopScript(); <-script }()
+	// Forged packets under the live session of channel 0, for the
+	// forged-packets alert.
+	forger := forge(t, scriptCtx, ga, 0)
+	defer func() { stopScript(); <-script; <-forger }()
 	procs := map[string]*proc{"feedhandler": fh, "subscriber 1": sub1, "subscriber 2": sub2}
 	t.Cleanup(func() {
 		for _, p := range procs {
@@ -253,19 +258,20 @@ scrape_configs:
 		}
 	}
 
-	// NATS down: both programs lose their connection, then reconnect to the
+	// NATS down: the three programs lose their connection (subscriber 2,
+	// without recovery, connects for its keys), then reconnect to the
 	// server restarted on the same port.
 	natsSrv.Shutdown()
 	waitFor(t, 30*time.Second, func() (bool, string) {
 		res, err := api.query(`ALERTS{alertname="TickcastNATSDisconnected",alertstate="firing"}`)
-		return err == nil && len(res) == 2, fmt.Sprintf("NATS down: TickcastNATSDisconnected firing for %v %v, want the feed handler and subscriber 1", res, err)
+		return err == nil && len(res) == 3, fmt.Sprintf("NATS down: TickcastNATSDisconnected firing for %v %v, want the feed handler and both subscribers", res, err)
 	})
 	if natsSrv, err = natsconn.StartServer(natsCfg); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, func() (bool, string) {
 		res, err := api.query(`ALERTS{alertname="TickcastNATSReconnected",alertstate="firing"}`)
-		return err == nil && len(res) == 2, fmt.Sprintf("NATS restarted: TickcastNATSReconnected firing for %v %v, want the feed handler and subscriber 1", res, err)
+		return err == nil && len(res) == 3, fmt.Sprintf("NATS restarted: TickcastNATSReconnected firing for %v %v, want the feed handler and both subscribers", res, err)
 	})
 	waitFor(t, 30*time.Second, func() (bool, string) {
 		got := firing()

@@ -49,11 +49,13 @@
 //	             tickcast.FEED.session.*                 tickcast.FEED.session.>
 //	             replies to requests it received         tickcast.FEED.repair.>
 //	             the session record (below)              tickcast.FEED.demand.*
+//	                                                     tickcast.FEED.keys.*
 //	                                                     _INBOX_<name>.>
 //	subscriber   tickcast.FEED.retransmit.*              tickcast.FEED.live.>
 //	             tickcast.FEED.snapshot.*                tickcast.FEED.repair.>
 //	             tickcast.FEED.session.*                 _INBOX_<name>.>
 //	             tickcast.FEED.demand.*
+//	             tickcast.FEED.keys.*
 //
 // The session record grants of a feed handler are JetStream API requests
 // and the record's subject, for bucket tickcast_sessions (stream
@@ -94,10 +96,10 @@
 //	        publish: { allow: ["tickcast.tickcast.live.>", "tickcast.tickcast.repair.>", "tickcast.tickcast.session.*",
 //	          "$JS.API.INFO", "$JS.API.STREAM.INFO.KV_tickcast_sessions", "$JS.API.STREAM.CREATE.KV_tickcast_sessions",
 //	          "$JS.API.DIRECT.GET.KV_tickcast_sessions.$KV.tickcast_sessions.tickcast", "$KV.tickcast_sessions.tickcast"] }
-//	        subscribe: { allow: ["tickcast.tickcast.retransmit.>", "tickcast.tickcast.snapshot.>", "tickcast.tickcast.session.>", "tickcast.tickcast.repair.>", "tickcast.tickcast.demand.*", "_INBOX_fh.>"] }
+//	        subscribe: { allow: ["tickcast.tickcast.retransmit.>", "tickcast.tickcast.snapshot.>", "tickcast.tickcast.session.>", "tickcast.tickcast.repair.>", "tickcast.tickcast.demand.*", "tickcast.tickcast.keys.*", "_INBOX_fh.>"] }
 //	        allow_responses: { max: -1, expires: "2m" } } }
 //	    { user: alice, password: "...", permissions: {
-//	        publish: { allow: ["tickcast.tickcast.retransmit.*", "tickcast.tickcast.snapshot.*", "tickcast.tickcast.session.*", "tickcast.tickcast.demand.*"] }
+//	        publish: { allow: ["tickcast.tickcast.retransmit.*", "tickcast.tickcast.snapshot.*", "tickcast.tickcast.session.*", "tickcast.tickcast.demand.*", "tickcast.tickcast.keys.*"] }
 //	        subscribe: { allow: ["tickcast.tickcast.live.>", "tickcast.tickcast.repair.>", "_INBOX_alice.>"] } } }
 //	  ]
 //	}

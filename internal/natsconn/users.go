@@ -158,14 +158,14 @@ func permissions(feed string, u User) *server.Permissions {
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: append([]string{p + "live.>", p + "repair.>", p + "session.*"}, sessionGrants(feed)...)},
 			Subscribe: &server.SubjectPermission{Allow: []string{p + "retransmit.>", p + "snapshot.>", p + "session.>", p + "repair.>",
-				p + "demand.*", UserInboxPrefix(u.Name) + ".>"}},
+				p + "demand.*", p + "keys.*", UserInboxPrefix(u.Name) + ".>"}},
 			// MaxMsgs -1: a multi-part reply has as many parts as it needs;
 			// the window bounds it in time instead.
 			Response: &server.ResponsePermission{MaxMsgs: -1, Expires: ReplyWindow},
 		}
 	case RoleSubscriber:
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{p + "retransmit.*", p + "snapshot.*", p + "session.*", p + "demand.*"}},
+			Publish:   &server.SubjectPermission{Allow: []string{p + "retransmit.*", p + "snapshot.*", p + "session.*", p + "demand.*", p + "keys.*"}},
 			Subscribe: &server.SubjectPermission{Allow: []string{p + "live.>", p + "repair.>", UserInboxPrefix(u.Name) + ".>"}},
 		}
 	}

@@ -7,6 +7,7 @@ package subapp
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +34,7 @@ import (
 	"github.com/tickcast/tickcast/internal/tracing"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
+	"github.com/tickcast/tickcast/seal/natskeys"
 	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/faults"
@@ -70,6 +73,8 @@ type Settings struct {
 	NATSURL         string        `flag:"nats-url" default:"nats://127.0.0.1:4222" help:"NATS server the feed handler serves recovery on"`
 	FeedName        string        `flag:"feed-name" default:"tickcast" help:"feed name in the NATS subjects, as the feed handler's"`
 	RecoveryTimeout time.Duration `flag:"recovery-timeout" default:"2s" help:"longest wait for one recovery reply"`
+	Auth            bool          `flag:"auth" default:"true" help:"open every data packet's seal with the channel's keys, fetched over NATS from the feed handler (tickcast.FEED.keys.CH), and drop what does not verify (docs/security.md); --auth=false takes packets unverified, for a feed handler run with --auth=false"`
+	KeyTimeout      time.Duration `flag:"key-timeout" default:"2s" help:"longest wait for one key reply; at start, a channel whose keys do not come in time is fetched again in the background, and its first packets wait for them in the ring (at most 2s)"`
 	// Shared losses (docs/recovery.md, "Recovery without storms").
 	RecoveryBackoff time.Duration `flag:"recovery-backoff" default:"100ms" help:"bound of the random wait before a missing range is asked for while this subscriber's losses are shared with others: the wait adapts from 1ms so that about one request repeats the first per shared loss, and a repair heard during it answers the range without a request; a subscriber that has seen no shared loss in 10s asks at once (negative: never wait)"`
 	RecoveryInline  bool          `flag:"recovery-inline" help:"take every recovery answer on the request's own reply subject and do not listen to the feed's repair subjects: for NATS users who may not subscribe to tickcast.FEED.repair.> (each request then costs the feed handler an answer of its own)"`
@@ -113,6 +118,9 @@ type App struct {
 	nc  *nats.Conn
 	rec *recovery.Client
 	met *appMetrics
+	// keys are the channels' seal keys (--auth); joined, the channels.
+	keys   *natskeys.Fetcher
+	joined []int
 }
 
 // New validates the settings and joins the groups. Its errors are
@@ -147,11 +155,24 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.joined = slices.Clone(lib.Subscriber.Join)
+	if len(a.joined) == 0 {
+		for ch := range s.Channels {
+			a.joined = append(a.joined, ch)
+		}
+	}
+	slices.Sort(a.joined)
+	a.joined = slices.Compact(a.joined)
 	if err := a.connect(lib.Recovery); err != nil {
 		return nil, err
 	}
 	sc := lib.Subscriber
 	sc.NewReceiver, sc.Recovery, sc.Observer = newReceiver, a.rec, a.met
+	if a.keys != nil {
+		sc.Keys = a.keys
+	} else {
+		log.Warn().Msg("authentication off (--auth=false): packets are taken unverified; anyone who can send to the groups can forge them")
+	}
 	if a.sub, err = tickcast.NewSubscriber(sc); err != nil {
 		a.closeRecovery()
 		return nil, err
@@ -463,7 +484,7 @@ func (a *App) receivers(lib libConfigs) ud.NewReceiverFunc {
 // starts the recovery client if recovery is on.
 func (a *App) connect(cfg recovery.ClientConfig) error {
 	s := &a.s
-	if !s.Recovery && s.Transport != "nats" {
+	if !s.Recovery && s.Transport != "nats" && !s.Auth {
 		return nil
 	}
 	inbox := ""
@@ -485,12 +506,36 @@ func (a *App) connect(cfg recovery.ClientConfig) error {
 	if err != nil {
 		return err
 	}
+	if s.Auth {
+		if err := a.fetchKeys(); err != nil {
+			a.nc.Close()
+			return err
+		}
+	}
 	if !s.Recovery {
-		return nil // connected for the live subjects only (--transport nats)
+		return nil // connected for the live subjects or the keys only
 	}
 	if a.rec, err = recovery.NewClient(a.nc, cfg); err != nil {
-		a.nc.Close()
+		a.closeRecovery()
 		return err
+	}
+	return nil
+}
+
+// fetchKeys fetches the joined channels' keys and keeps them fresh. Keys
+// that do not come (no feed handler yet) are fetched in the background; a
+// refusal fails.
+func (a *App) fetchKeys() error {
+	s := &a.s
+	user := cmp.Or(s.User, "(none)")
+	f, err := natskeys.NewFetcher(a.nc, s.FeedName, s.Channels, a.joined, s.KeyTimeout)
+	if f == nil {
+		return fmt.Errorf("keys: %w (NATS server %s, user %s)", err, a.nc.ConnectedUrlRedacted(), user)
+	}
+	a.keys = f
+	if err != nil {
+		a.log.Warn().Err(err).Str("nats_url", a.nc.ConnectedUrlRedacted()).Str("user", user).
+			Msg("no keys yet: fetching them in the background; a channel's first packets wait for its keys (at most 2s), and what comes under a key not held is dropped (no_key) and recovered")
 	}
 	return nil
 }
@@ -498,6 +543,9 @@ func (a *App) connect(cfg recovery.ClientConfig) error {
 func (a *App) closeRecovery() {
 	if a.rec != nil {
 		a.rec.Close()
+	}
+	if a.keys != nil {
+		a.keys.Close()
 	}
 	if a.nc != nil {
 		a.nc.Close()
@@ -542,6 +590,8 @@ type Summary struct {
 	Competing         uint64   `json:"competing"`
 	Unvetted          uint64   `json:"unvetted"`
 	Malformed         uint64   `json:"malformed"`
+	Unauthenticated   uint64   `json:"unauthenticated"`
+	NoKey             uint64   `json:"no_key"`
 	KernelDrops       uint64   `json:"kernel_drops"`
 	RingFull          uint64   `json:"ring_full"`
 	Sessions          uint64   `json:"sessions"`
@@ -662,7 +712,8 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 		Packets: st.Packets, Gaps: st.Gaps, Missing: st.Missing, Conflated: st.Conflated, Duplicates: st.Duplicates, DuplicatePackets: st.DuplicatePackets,
 		LostRanges: st.LostRanges, Recovered: st.Recovered, Requests: st.Requests, Reordered: st.Reordered, WindowFull: st.WindowFull,
 		InstrumentGaps: st.InstrumentGaps, Stale: st.Stale, PacketsA: st.PacketsA, PacketsB: st.PacketsB,
-		Foreign: st.Foreign, Competing: st.Competing, Unvetted: st.Unvetted, Malformed: st.Malformed, KernelDrops: st.KernelDrops, RingFull: st.RingFull,
+		Foreign: st.Foreign, Competing: st.Competing, Unvetted: st.Unvetted, Malformed: st.Malformed,
+		Unauthenticated: st.Unauthenticated, NoKey: st.NoKey, KernelDrops: st.KernelDrops, RingFull: st.RingFull,
 		Sessions: st.Sessions, SessionsEnded: st.SessionsEnded, SessionsAbrupt: st.SessionsAbrupt, WinsA: st.WinsA, WinsB: st.WinsB,
 		Verify: a.s.Verify, VerifyOK: a.s.Verify && h.verifyErrs == 0 && h.received > 0, VerifyErrors: h.verifyErrs,
 		ElapsedS: elapsed.Seconds(), MsgsPerS: float64(h.received) / elapsed.Seconds(),
@@ -755,7 +806,7 @@ func (a *App) screen(elapsed time.Duration) {
 	fmt.Fprintf(w, "  messages     %12d   %10.0f msg/s   filtered %d\n", a.h.received, float64(a.h.received)/elapsed.Seconds(), st.Filtered)
 	fmt.Fprintf(w, "  packets      %12d   A wins %d  B wins %d\n", st.Packets, st.WinsA, st.WinsB)
 	fmt.Fprintf(w, "  gaps         %12d   missing %d\n", st.Gaps, st.Missing)
-	fmt.Fprintf(w, "  duplicates   %12d   foreign %d  malformed %d\n", st.Duplicates, st.Foreign, st.Malformed)
+	fmt.Fprintf(w, "  duplicates   %12d   foreign %d  malformed %d  unauthenticated %d  no_key %d\n", st.Duplicates, st.Foreign, st.Malformed, st.Unauthenticated, st.NoKey)
 	fmt.Fprintf(w, "  kernel drops %12d   ring full %d\n", st.KernelDrops, st.RingFull)
 	fmt.Fprintf(w, "  sessions     %12d   ended %d  abrupt %d  competing packets %d\n", st.Sessions, st.SessionsEnded, st.SessionsAbrupt, st.Competing)
 	if a.s.Verify {
@@ -933,6 +984,10 @@ func (h *handler) Event(ev *tickcast.Event) {
 		stream(log.Error()).Msg("competing session on the channel's groups: another publisher; its packets are dropped")
 	case tickcast.EventMalformed:
 		stream(log.Debug()).Err(ev.Err).Msg("malformed packet dropped")
+	case tickcast.EventUnauthenticated:
+		// Counted (unauthenticated, no_key) and alerted on; one line per
+		// forged packet would let a forger flood the log.
+		stream(log.Debug()).Err(ev.Err).Msg("unauthenticated packet dropped")
 	}
 }
 

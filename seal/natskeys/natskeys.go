@@ -1,0 +1,303 @@
+// Package natskeys hands out the keys of package seal over NATS: the feed
+// handler answers requests on tickcast.FEED.keys.CH with the channel's
+// current epoch keys (Server), and a subscriber fetches them before it joins
+// and ahead of every rotation (Fetcher). NATS authentication decides who may
+// ask (docs/security.md).
+package natskeys
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/seal"
+)
+
+// Subject returns the subject of channel ch's key requests.
+func Subject(feed string, ch int) string {
+	return "tickcast." + feed + ".keys." + strconv.Itoa(ch)
+}
+
+// Server answers key requests from the schedules of the channels.
+type Server struct {
+	sub      *nats.Subscription
+	schedule func(ch int) *seal.Schedule
+	channels int
+	served   atomic.Uint64
+	refused  atomic.Uint64
+	// OnServe, if set, is called for every key reply sent (audit).
+	onServe func(ch int, r *seal.Reply)
+}
+
+// Serve subscribes to feed's key subjects. schedule returns channel ch's
+// current schedule (nil while it has none). onServe, if set, is told of
+// every reply with keys (for the audit log).
+func Serve(nc *nats.Conn, feed string, channels int, schedule func(ch int) *seal.Schedule, onServe func(ch int, r *seal.Reply)) (*Server, error) {
+	s := &Server{schedule: schedule, channels: channels, onServe: onServe}
+	sub, err := nc.Subscribe("tickcast."+feed+".keys.*", s.answer)
+	if err != nil {
+		return nil, fmt.Errorf("natskeys: subscribe: %w", err)
+	}
+	s.sub = sub
+	return s, nil
+}
+
+func (s *Server) answer(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	var r seal.Reply
+	ch, err := strconv.Atoi(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
+	var sch *seal.Schedule
+	if err == nil && ch >= 0 && ch < s.channels {
+		sch = s.schedule(ch)
+	}
+	if len(m.Data) > 0 && (sch == nil || string(m.Data) != sch.Session().String()) {
+		// Keys of a session this feed handler does not publish: another
+		// one of the feed may (a restarted or a second feed handler).
+		return
+	}
+	switch {
+	case err != nil || ch < 0 || ch >= s.channels:
+		r.Error = fmt.Sprintf("%s: no such channel (the feed has %d)", m.Subject, s.channels)
+	case sch == nil:
+		r.Error = fmt.Sprintf("channel %d has no session yet", ch)
+	default:
+		if r, err = seal.ReplyFor(sch, time.Now().UnixNano()); err != nil {
+			r = seal.Reply{Error: err.Error()}
+		}
+	}
+	b, _ := json.Marshal(&r)
+	if m.Respond(b) != nil {
+		return
+	}
+	if r.Error != "" {
+		s.refused.Add(1)
+		return
+	}
+	s.served.Add(1)
+	if s.onServe != nil {
+		s.onServe(ch, &r)
+	}
+}
+
+// Served returns the key replies sent with keys, and those refused.
+func (s *Server) Served() (served, refused uint64) { return s.served.Load(), s.refused.Load() }
+
+// Close unsubscribes.
+func (s *Server) Close() error { return s.sub.Unsubscribe() }
+
+// Fetcher keeps a subscriber's keys: one seal.Keys per channel, replaced
+// whole as new keys come (readers load it without a lock). A goroutine
+// fetches the next keys ahead of each rotation, and Miss asks it to fetch
+// at once (a packet of a session or epoch it holds no key for).
+type Fetcher struct {
+	nc       *nats.Conn
+	feed     string
+	timeout  time.Duration
+	chans    []int
+	keys     []atomic.Pointer[seal.Keys]
+	rotation []atomic.Int64 // per channel, from the last reply
+	poke     chan want
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	fetches  atomic.Uint64
+	failures atomic.Uint64
+	lastErr  atomic.Pointer[error]
+	mu       sync.Mutex // serializes the replacements of keys
+	// ctx ends every request in flight at Close.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// want is a fetch asked for: a channel's keys, of session if not zero.
+type want struct {
+	ch      int
+	session mold.Session
+}
+
+// NewFetcher fetches the keys of channels (indexes into a feed of
+// channels), waiting up to timeout for each, and then keeps them fresh
+// until Close. A channel whose keys could not be fetched yet (no feed
+// handler answers: it may start later) is fetched again every 100 ms, and
+// at once on Miss; its error is returned beside the working Fetcher. A
+// refusal (seal.ErrRefused: the channel does not exist, or the user is not
+// entitled to it) is returned with no Fetcher.
+func NewFetcher(nc *nats.Conn, feed string, channels int, join []int, timeout time.Duration) (*Fetcher, error) {
+	f := &Fetcher{nc: nc, feed: feed, timeout: timeout, chans: join,
+		keys: make([]atomic.Pointer[seal.Keys], channels), rotation: make([]atomic.Int64, channels),
+		poke: make(chan want, 4*channels), stop: make(chan struct{})}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	if !nc.IsConnected() {
+		// Still connecting (the server may start later): no request can
+		// go yet. The background fetches them once it is up.
+		f.wg.Add(1)
+		go f.run()
+		return f, fmt.Errorf("natskeys: not connected to %s yet", nc.Opts.Servers)
+	}
+	errs := make([]error, len(join))
+	var wg sync.WaitGroup
+	for i, ch := range join {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f.fetch(ch, mold.Session{})
+		}()
+	}
+	wg.Wait()
+	var first error
+	for _, err := range errs {
+		if errors.Is(err, seal.ErrRefused) {
+			return nil, err
+		}
+		first = cmp.Or(first, err)
+	}
+	f.wg.Add(1)
+	go f.run()
+	return f, first
+}
+
+// Keys returns channel ch's keys (never nil after NewFetcher for a joined
+// channel).
+func (f *Fetcher) Keys(ch int) *seal.Keys { return f.keys[ch].Load() }
+
+// Miss asks for channel ch's keys of session to be fetched now: a packet
+// came under a session or epoch whose key is not held. It never blocks.
+func (f *Fetcher) Miss(ch int, session mold.Session) {
+	select {
+	case f.poke <- want{ch, session}:
+	default:
+	}
+}
+
+// Stats returns the fetches made and those that failed, and the last
+// failure.
+func (f *Fetcher) Stats() (fetches, failures uint64, last error) {
+	if e := f.lastErr.Load(); e != nil {
+		last = *e
+	}
+	return f.fetches.Load(), f.failures.Load(), last
+}
+
+// Close stops the refreshing.
+func (f *Fetcher) Close() {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+		f.cancel()
+	}
+	f.wg.Wait()
+}
+
+// A fetch for a named session (a packet under a session whose keys are not
+// held) waits at most sessionTimeout, and comes at most once per
+// sessionGap per channel: forged sessions cost the fetcher little.
+const (
+	sessionTimeout = 250 * time.Millisecond
+	sessionGap     = time.Second
+)
+
+// ErrNoResponders is fetch's error when nobody answers on the key subject.
+var ErrNoResponders = errors.New("no feed handler answers key requests")
+
+// fetch asks for channel ch's keys, of session if not zero, and adds
+// them to those held.
+func (f *Fetcher) fetch(ch int, session mold.Session) error {
+	f.fetches.Add(1)
+	subj := Subject(f.feed, ch)
+	var body []byte
+	if session != (mold.Session{}) {
+		body = []byte(session.String())
+	}
+	err := func() error {
+		timeout := f.timeout
+		if body != nil {
+			// Only a feed handler of that session answers; a forged
+			// session gets no answer, which must not hold the refreshes.
+			timeout = min(timeout, sessionTimeout)
+		}
+		if !f.nc.IsConnected() {
+			return fmt.Errorf("natskeys: %s: not connected to NATS (%s)", subj, f.nc.Status())
+		}
+		ctx, cancel := context.WithTimeout(f.ctx, timeout)
+		defer cancel()
+		m, err := f.nc.RequestWithContext(ctx, subj, body)
+		if errors.Is(err, nats.ErrNoResponders) {
+			return fmt.Errorf("natskeys: %s on %s: %w", subj, f.nc.ConnectedUrlRedacted(), ErrNoResponders)
+		}
+		if err != nil {
+			return fmt.Errorf("natskeys: %s on %s: %w", subj, f.nc.ConnectedUrlRedacted(), err)
+		}
+		session, keys, rot, err := seal.ParseReply(m.Data, ch)
+		if err != nil {
+			return fmt.Errorf("natskeys: %s: %w", subj, err)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		cur := f.keys[ch].Load()
+		if cur == nil {
+			cur = &seal.Keys{}
+		}
+		f.keys[ch].Store(cur.With(session, keys))
+		f.rotation[ch].Store(int64(rot))
+		return nil
+	}()
+	if err != nil {
+		f.failures.Add(1)
+		f.lastErr.Store(&err)
+	}
+	return err
+}
+
+// run fetches each channel's keys again once the clock reaches the last
+// epoch it holds a key for (so the next is there before it is used), and
+// at once when poked, at most every minGap per channel.
+func (f *Fetcher) run() {
+	defer f.wg.Done()
+	const minGap = 50 * time.Millisecond
+	last := make([]time.Time, len(f.keys))      // refreshes and fetches of any session
+	lastNamed := make([]time.Time, len(f.keys)) // fetches of a named session
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case w := <-f.poke:
+			at, gap := &last[w.ch], minGap
+			if w.session != (mold.Session{}) {
+				at, gap = &lastNamed[w.ch], sessionGap
+			}
+			if time.Since(*at) >= gap {
+				*at = time.Now()
+				f.fetch(w.ch, w.session)
+			}
+		case now := <-tick.C:
+			for _, ch := range f.chans {
+				ks, rot := f.keys[ch].Load(), time.Duration(f.rotation[ch].Load())
+				due := ks == nil // none yet: the feed handler may have started since
+				var session mold.Session
+				if ks != nil {
+					session, _ = ks.Latest()
+					maxE, _ := ks.MaxEpoch(session)
+					due = seal.Epoch(now.UnixNano(), rot) >= maxE
+				}
+				if due && time.Since(last[ch]) >= minGap {
+					last[ch] = now
+					f.fetch(ch, session)
+				}
+			}
+		}
+	}
+}
