@@ -358,9 +358,8 @@ type subChannel struct {
 	filter  channelFilter
 	counts  channelCounts
 	conf    *conflator // nil unless SubscriberConfig.Conflate.On
-	// keysSeen: the channel had keys once, or its first packets waited
-	// keyWait for them (since keyWaitNs): nothing waits for keys again.
-	keysSeen  bool
+	// keyWaitNs is when packets began to wait for their session's keys
+	// (waitKeys), 0 when none waits.
 	keyWaitNs int64
 }
 
@@ -672,6 +671,9 @@ func (s *Subscriber) packet(sc *subChannel, line int, slot *ud.Slot, now int64) 
 			var err error
 			if data, err = s.open(sc, data); err != nil {
 				s.ev = Event{Kind: EventUnauthenticated, Channel: sc.idx, Line: Line(line), Err: err}
+				if se := (*seal.Error)(nil); errors.As(err, &se) {
+					s.ev.Session = se.Session
+				}
 				s.h.Event(&s.ev)
 				return
 			}
@@ -734,36 +736,39 @@ func (s *Subscriber) open(sc *subChannel, b []byte) ([]byte, error) {
 	return nil, err
 }
 
-// keyWait bounds how long a channel's first data packets wait in their
-// ring for the channel's first keys (SubscriberConfig.Keys), which are
-// fetched as they arrive: a subscriber started before its feed handler
-// fetches them when the feed handler's first packet shows it is up.
+// keyWait bounds how long a channel's data packets wait in their ring for
+// the keys of their session (SubscriberConfig.Keys), which are fetched as
+// they arrive: a subscriber started before its feed handler, or one whose
+// feed handler restarted with a new session, fetches them when the feed
+// handler's first packet shows it is up.
 const keyWait = 2 * time.Second
 
-// waitKeys reports whether slot, a data packet of a channel that has no
-// keys yet, must wait for them. It waits at most keyWait in all; then the
-// packet is dropped as NoKey. Once the channel has keys nothing waits: a
-// packet under a key not held (a new session, or a forgery) is dropped at
-// once and the keys fetched, so a forger cannot stall the stream.
+// waitKeys reports whether slot, a data packet of a session whose keys are
+// not held, must wait for them. It waits only while the channel has no
+// live session (none yet, or the one followed ended or went silent), so a
+// forger cannot stall a live stream: there, such a packet is dropped at
+// once (NoKey) and the keys fetched. A wait lasts at most keyWait, until a
+// packet of a held session comes; then the packet is dropped as NoKey.
 func (s *Subscriber) waitKeys(sc *subChannel, slot *ud.Slot) bool {
-	if sc.keysSeen {
+	b := slot.Data()
+	if n, ok := mold.MessageCount(b); !ok || n == 0 {
 		return false
 	}
-	if s.cfg.Keys.Keys(sc.idx) != nil {
-		sc.keysSeen = true
+	session := mold.Session(b[:len(mold.Session{})])
+	if ks := s.cfg.Keys.Keys(sc.idx); ks != nil && ks.HasSession(session) {
+		sc.keyWaitNs = 0
 		return false
 	}
-	if n, ok := mold.MessageCount(slot.Data()); !ok || n == 0 {
+	if _, ok := sc.tracker.Session(); ok && !sc.tracker.Ended() && !sc.tracker.Stale() {
 		return false
 	}
 	if sc.keyWaitNs == 0 {
 		sc.keyWaitNs = s.now
 	}
 	if s.now-sc.keyWaitNs >= int64(keyWait) {
-		sc.keysSeen = true // waited enough: drop, and never wait again
 		return false
 	}
-	s.cfg.Keys.Miss(sc.idx, mold.Session{})
+	s.cfg.Keys.Miss(sc.idx, session)
 	return true
 }
 

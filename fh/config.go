@@ -58,10 +58,11 @@ type Config struct {
 	Transport string
 	// TTL is the multicast TTL, 0..255; 0 keeps packets on this host.
 	TTL int
-	// Authenticate seals every data packet (package seal) and serves the
-	// keys over NATS; subscribers then drop what does not verify
-	// (docs/security.md). The command turns it on by default.
-	Authenticate bool
+	// Unsealed sends data packets without a seal and serves no keys. By
+	// default every data packet is sealed (package seal) and the keys are
+	// served over NATS, so that subscribers drop what does not verify
+	// (docs/security.md).
+	Unsealed bool
 	// KeyRotation is how long one key seals, seal.MinRotation..
 	// seal.MaxRotation; default seal.DefaultRotation.
 	KeyRotation time.Duration

@@ -50,7 +50,7 @@ type FeedHandler struct {
 	rejoin   bool
 	// secrets are the record's session secrets, one per channel, or nil.
 	secrets [][]byte
-	// schedules seal each channel's data packets (Config.Authenticate);
+	// schedules seal each channel's data packets (unless Config.Unsealed);
 	// keys serves their epoch keys.
 	schedules []atomic.Pointer[seal.Schedule]
 	keys      *natskeys.Server
@@ -255,7 +255,7 @@ func (h *FeedHandler) startPublisher() error {
 		groupA = netip.AddrPort{}
 	}
 	var sealFn func(ch int, pkt []byte, nowNs int64) ([]byte, error)
-	if h.cfg.Authenticate {
+	if !h.cfg.Unsealed {
 		h.schedules = make([]atomic.Pointer[seal.Schedule], h.cfg.Channels)
 		sealFn = func(ch int, pkt []byte, nowNs int64) ([]byte, error) {
 			return h.schedules[ch].Load().Seal(pkt, nowNs)
@@ -279,7 +279,7 @@ func (h *FeedHandler) startPublisher() error {
 		return fmt.Errorf("fh: publisher: %w", err)
 	}
 	h.pub = pub
-	if h.cfg.Authenticate {
+	if !h.cfg.Unsealed {
 		if err := h.startKeys(); err != nil {
 			return err
 		}

@@ -45,6 +45,10 @@ func (g *gate) Next(m *feed.Msg) error {
 // again, is told the feed handler's session, and follows it: the
 // competitor's message is never delivered, nothing is missing, no session
 // is reported replaced, and the competitor is reported.
+//
+// Authentication is off on both sides: with it, the rival's unsealed packet
+// is dropped before any session logic (TestForgedPackets, internal/e2e),
+// and this defence is for a feed run with --auth=false.
 func TestCompetitorFirstAtStartup(t *testing.T) {
 	const instruments, count, seed = 20, 4000, 3
 	group := testGroup(t)
@@ -55,7 +59,7 @@ func TestCompetitorFirstAtStartup(t *testing.T) {
 	g := &gate{Source: syn, n: 1500, open: make(chan struct{})}
 	var logs testenv.SyncBuffer
 	h, err := New(Config{Source: g, Channels: 1, GroupA: group, NATSListen: "127.0.0.1:0", Linger: 300 * time.Millisecond,
-		Log: zerolog.New(&logs)})
+		Log: zerolog.New(&logs), Unsealed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +76,7 @@ func TestCompetitorFirstAtStartup(t *testing.T) {
 	}
 	s.Channels, s.Group, s.Verify, s.Seed, s.Instruments, s.Expect = 1, group.String(), true, seed, instruments, count
 	s.NATSURL, s.Format, s.MetricsAddr, s.StaleAfter = h.NATSURL(), "none", "", 2*time.Second
+	s.Auth = false
 	var out bytes.Buffer
 	var subLogs testenv.SyncBuffer
 	sub, err := subapp.New(s, zerolog.New(&subLogs).Level(zerolog.DebugLevel), &out)

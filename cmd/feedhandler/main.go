@@ -168,7 +168,7 @@ func (s *Settings) validate() error {
 // flagOf names the flag of each fh.Config field, for its errors.
 var flagOf = map[string]string{
 	"Source": "source", "Channels": "channels", "GroupA": "group", "GroupB": "group-b", "Interface": "iface",
-	"Transport": "transport", "TTL": "ttl", "GSO": "gso", "Authenticate": "auth", "KeyRotation": "key-rotation", "MaxDatagram": "max-datagram", "MaxDelay": "max-delay",
+	"Transport": "transport", "TTL": "ttl", "GSO": "gso", "Unsealed": "auth", "KeyRotation": "key-rotation", "MaxDatagram": "max-datagram", "MaxDelay": "max-delay",
 	"Heartbeat": "heartbeat", "SendBatch": "send-batch", "Rate": "rate", "Speed": "speed", "PaceSpin": "pace-spin",
 	"Duration": "duration", "Linger": "linger", "FeedName": "feed-name", "NATSURL": "nats-url",
 	"NATSListen": "nats-listen", "NATSUsers": "nats-users", "StoreMessages": "store-messages",
@@ -232,7 +232,7 @@ func (s *Settings) config() (fh.Config, error) {
 		return fh.Config{}, err
 	}
 	c := fh.Config{
-		SourceName: s.Source, Channels: s.Channels, Transport: s.Transport, TTL: s.TTL, GSO: s.GSO, Authenticate: s.Auth, KeyRotation: s.KeyRotation,
+		SourceName: s.Source, Channels: s.Channels, Transport: s.Transport, TTL: s.TTL, GSO: s.GSO, Unsealed: !s.Auth, KeyRotation: s.KeyRotation,
 		MaxDatagram: s.MaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
 		Rate: s.Rate, Speed: s.Speed, PaceSpin: s.PaceSpin, Duration: s.Duration, Linger: s.Linger, LingerOnStop: true,
 		FeedName: s.FeedName, NATSURL: s.NATSURL, NATSListen: s.NATSListen, NATS: s.Flags, NATSLive: s.NATSLive, NATSLiveAlways: s.NATSLiveAlways,

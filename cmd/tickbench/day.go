@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -41,6 +42,7 @@ type daySettings struct {
 	out      string
 	markdown string
 	gso      bool // also run the peer tickcast-gso: this tree with feedhandler --gso
+	noAuth   bool // also run the peer tickcast-noauth: this tree with --auth=false on both sides
 }
 
 // dayPeer is one pair of binaries: this tree's or the baseline's.
@@ -48,6 +50,7 @@ type dayPeer struct {
 	name                    string
 	feedhandler, subscriber string
 	fhFlags                 []string // added to the feed handler's arguments
+	subFlags                []string // added to each subscriber's
 }
 
 // dayProc is one process's cost in a day run.
@@ -172,9 +175,12 @@ func measureDay(ctx context.Context, s daySettings, progress io.Writer) (*dayRes
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	peers := []dayPeer{{"tickcast", fhBin, subBin, nil}}
+	peers := []dayPeer{{"tickcast", fhBin, subBin, nil, nil}}
 	if s.gso {
-		peers = append(peers, dayPeer{"tickcast-gso", fhBin, subBin, []string{"--gso"}})
+		peers = append(peers, dayPeer{"tickcast-gso", fhBin, subBin, []string{"--gso"}, nil})
+	}
+	if s.noAuth {
+		peers = append(peers, dayPeer{"tickcast-noauth", fhBin, subBin, []string{"--auth=false"}, []string{"--auth=false"}})
 	}
 	if s.baseline != "" {
 		fmt.Fprintf(progress, "tickbench: building the baseline %s\n", s.baseline)
@@ -186,7 +192,7 @@ func measureDay(ctx context.Context, s daySettings, progress io.Writer) (*dayRes
 		if err != nil {
 			return nil, err
 		}
-		peers = append(peers, dayPeer{"baseline", bfh, bsub, nil})
+		peers = append(peers, dayPeer{"baseline", bfh, bsub, nil, nil})
 	}
 	res := &dayResult{Date: time.Now().UTC().Format(time.RFC3339), Go: runtime.Version(), CPUs: runtime.NumCPU(),
 		File: s.file, Batch: s.batch, Baseline: s.baseline}
@@ -333,8 +339,9 @@ func runDay(ctx context.Context, p dayPeer, file string, itchMsgs uint64, channe
 	}
 	g := fmt.Sprintf("%s:%d", group, port)
 	ch := strconv.Itoa(channels)
-	subArgs := []string{"--group", g, "--iface", "127.0.0.1", "--channels", ch, "--idle-timeout", subIdleTimeout.String(),
-		"--format", "none", "--log-format", "json", "--log-level", "info", "--recovery=false", "--metrics-addr="}
+	ns := isolatedNATS()
+	subArgs := append([]string{"--group", g, "--iface", "127.0.0.1", "--channels", ch, "--idle-timeout", subIdleTimeout.String(),
+		"--format", "none", "--log-format", "json", "--log-level", "info"}, ns.subArgs()...)
 	var procs []*proc
 	defer func() {
 		for _, s := range procs {
@@ -342,7 +349,7 @@ func runDay(ctx context.Context, p dayPeer, file string, itchMsgs uint64, channe
 		}
 	}()
 	for i := 0; i < subs; i++ {
-		sp, err := startReady(ctx, fmt.Sprintf("subscriber %d", i+1), timeout, []string{p.subscriber}, subArgs, `"message":"subscribed"`, 10*time.Second)
+		sp, err := startReady(ctx, fmt.Sprintf("subscriber %d", i+1), timeout, []string{p.subscriber}, append(slices.Clone(subArgs), p.subFlags...), `"message":"subscribed"`, 10*time.Second)
 		if err != nil {
 			return dayRunOut{}, err
 		}
@@ -350,7 +357,7 @@ func runDay(ctx context.Context, p dayPeer, file string, itchMsgs uint64, channe
 	}
 	fhArgs := []string{"--source", "itch:" + file, "--rate", "0", "--linger", "0s", "--group", g, "--iface", "127.0.0.1", "--ttl", "0",
 		"--channels", ch, "--send-batch", strconv.Itoa(batch), "--log-format", "json", "--log-level", "warn",
-		"--metrics-addr=", "--nats-listen", "127.0.0.1:0"}
+		"--metrics-addr=", "--nats-listen", cmp.Or(ns.listen, "127.0.0.1:0")}
 	fhArgs = append(fhArgs, p.fhFlags...)
 	var fs fhSummary
 	fh, fhAt, err := runToEnd(ctx, "feedhandler", timeout, []string{p.feedhandler}, fhArgs, &fs)

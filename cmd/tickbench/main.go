@@ -196,6 +196,7 @@ func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.dayMode, "day", false, "measure the whole path instead: an ITCH day file → feed handler (--rate 0) → subscribers that must receive every tick, beside the raw floor")
 	fs.StringVar(&f.day.file, "itch-file", "", "day: the ITCH file (NASDAQ's format, plain) to publish (default: write a day of --count messages, 8,000 stocks, with itchgen)")
 	fs.StringVar(&f.subs, "subs", "1,2", "day: subscriber counts, comma separated")
+	fs.BoolVar(&f.day.noAuth, "no-auth", false, "day: also run this tree with --auth=false on the feed handler and the subscribers as the peer tickcast-noauth in the same rounds (the cost of authentication)")
 	fs.BoolVar(&f.day.gso, "gso", false, "day: also run this tree's feed handler with --gso (UDP segmentation offload) as the peer tickcast-gso in the same rounds")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: tickbench [flags]            latency (default)\n"+

@@ -364,7 +364,7 @@ func fanTickcast(ctx context.Context, env latEnv, k int, count uint64, r *fanRun
 	if err != nil {
 		return err
 	}
-	subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), "direct", 1, 0, count, "", natsSide{})
+	subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), "direct", 1, 0, count, "", isolatedNATS())
 	// Pre-generated messages, as the other senders generate nothing.
 	fhArgs = append(fhArgs, "--pregenerate")
 	subs, err := startReceivers(ctx, env, k, "subscriber", []string{env.subscriber}, subArgs, `"message":"subscribed"`)

@@ -42,6 +42,23 @@ type natsSide struct {
 	// live keeps the embedded feed handler's live NATS copy on (its
 	// default) where listen is empty, for a live subscriber (--live-sub).
 	live bool
+	// keysOnly, with listen, keeps recovery off and the live copy off as
+	// the zero value does, but lets the subscriber reach the feed
+	// handler's server for the keys that open its packets
+	// (isolatedNATS).
+	keysOnly bool
+}
+
+// isolatedNATS is the side of the runs that want no recovery and no live
+// copy (ping-pong, fan-out, throughput, day): the embedded server on a
+// free port given to the subscriber, which fetches its keys there and
+// recovers nothing. An older subscriber (a baseline) ignores it.
+func isolatedNATS() natsSide {
+	addr, err := freeTCPAddr()
+	if err != nil {
+		return natsSide{} // no keys: the run reports everything unverified
+	}
+	return natsSide{listen: addr, keysOnly: true}
 }
 
 // fhArgs are the feed handler's NATS flags and the ones every run has: no
@@ -59,7 +76,7 @@ func (n natsSide) fhArgs() []string {
 		return append(a, "--nats-url", n.url)
 	}
 	a = append(a, "--nats-listen", cmp.Or(n.listen, "127.0.0.1:0"))
-	if n.listen == "" && !n.live {
+	if (n.listen == "" || n.keysOnly) && !n.live {
 		a = append(a, "--nats-live=false")
 	}
 	return a
@@ -73,6 +90,8 @@ func (n natsSide) subArgs() []string {
 	switch {
 	case n.url != "":
 		return []string{"--nats-url", n.url, "--metrics-addr="}
+	case n.keysOnly:
+		return []string{"--nats-url", "nats://" + n.listen, "--recovery=false", "--metrics-addr="}
 	case n.listen != "":
 		return []string{"--nats-url", "nats://" + n.listen, "--metrics-addr="}
 	}
@@ -253,7 +272,7 @@ type tickcastResult struct {
 // for one throughput run on group g: the latency runs' arguments with the
 // feed handler unpaced, sending c.Batch packets per call.
 func throughputArgs(c tickcastConfig, g string) (sub, fh []string) {
-	sub, fh = tickcastLatArgs(g, c.Mode, c.Channels, 0, c.Count, "", natsSide{})
+	sub, fh = tickcastLatArgs(g, c.Mode, c.Channels, 0, c.Count, "", isolatedNATS())
 	fh = append(fh, "--send-batch", strconv.Itoa(c.Batch))
 	if c.Pregenerate {
 		fh = append(fh, "--pregenerate")

@@ -208,6 +208,10 @@ const (
 	sessionGap     = time.Second
 )
 
+// errNotConnected is fetch's error while the connection is down: the
+// fetch is tried again at the next poke, not after a gap.
+var errNotConnected = errors.New("not connected to NATS")
+
 // ErrNoResponders is fetch's error when nobody answers on the key subject.
 var ErrNoResponders = errors.New("no feed handler answers key requests")
 
@@ -228,7 +232,7 @@ func (f *Fetcher) fetch(ch int, session mold.Session) error {
 			timeout = min(timeout, sessionTimeout)
 		}
 		if !f.nc.IsConnected() {
-			return fmt.Errorf("natskeys: %s: not connected to NATS (%s)", subj, f.nc.Status())
+			return fmt.Errorf("natskeys: %s: %w (%s)", subj, errNotConnected, f.nc.Status())
 		}
 		ctx, cancel := context.WithTimeout(f.ctx, timeout)
 		defer cancel()
@@ -281,7 +285,10 @@ func (f *Fetcher) run() {
 			}
 			if time.Since(*at) >= gap {
 				*at = time.Now()
-				f.fetch(w.ch, w.session)
+				if errors.Is(f.fetch(w.ch, w.session), errNotConnected) {
+					// Again 10 ms on: the connection is coming back.
+					*at = time.Now().Add(10*time.Millisecond - gap)
+				}
 			}
 		case now := <-tick.C:
 			for _, ch := range f.chans {
