@@ -8,6 +8,7 @@ import (
 
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/internal/testenv"
+	"github.com/tickcast/tickcast/seal"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/udp"
 )
@@ -49,6 +50,8 @@ type benchFeed struct {
 	n    uint64     // messages published by publish
 	h    countHandler
 	mode ud.Mode
+	// group is the publisher's channel-0 A-line group.
+	group netip.AddrPort
 }
 
 // newBenchFeed opens the publisher, and the subscriber when withSub is set
@@ -86,9 +89,20 @@ func newFilterBenchFeed(tb testing.TB, symbols []string) *benchFeed {
 // (its groups and receivers set here).
 func newSubBenchFeed(tb testing.TB, withSub bool, subCfg SubscriberConfig, mode ud.Mode, pubObs PublisherObserver) *benchFeed {
 	tb.Helper()
+	return newSealedSubBenchFeed(tb, withSub, subCfg, mode, pubObs, nil)
+}
+
+// newSealedSubBenchFeed is newSubBenchFeed whose publisher seals its packets
+// when keys is not nil, with keys made for its sessions (the subscriber's
+// KeySource, subCfg.Keys, is set to keys).
+func newSealedSubBenchFeed(tb testing.TB, withSub bool, subCfg SubscriberConfig, mode ud.Mode, pubObs PublisherObserver, keys *testKeys) *benchFeed {
+	tb.Helper()
+	if keys != nil {
+		subCfg.Keys = keys
+	}
 	group := benchGroup(tb)
 	udpc := udp.Config{Mode: mode, CPU: -1}
-	f := &benchFeed{mode: mode}
+	f := &benchFeed{mode: mode, group: group}
 	if withSub {
 		subCfg.GroupA, subCfg.NewReceiver = group, udp.Receivers(udpc)
 		sub, err := NewSubscriber(subCfg)
@@ -98,11 +112,18 @@ func newSubBenchFeed(tb testing.TB, withSub bool, subCfg SubscriberConfig, mode 
 		tb.Cleanup(func() { sub.Close() })
 		f.sub = sub
 	}
-	pub, err := NewPublisher(PublisherConfig{Channels: benchChannels, GroupA: group, NewSender: udp.Senders(udpc), Observer: pubObs})
+	pcfg := PublisherConfig{Channels: benchChannels, GroupA: group, NewSender: udp.Senders(udpc), Observer: pubObs}
+	if keys != nil {
+		pcfg.Seal, pcfg.SealOverhead = keys.seal, seal.Overhead
+	}
+	pub, err := NewPublisher(pcfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { pub.Close() })
+	if keys != nil {
+		keys.make(tb, pub.Sessions())
+	}
 	f.pub = pub
 	src, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: 1, Instruments: benchInstruments, Channels: benchChannels})
 	if err != nil {

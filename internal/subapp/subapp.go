@@ -535,7 +535,7 @@ func (a *App) fetchKeys() error {
 	a.keys = f
 	if err != nil {
 		a.log.Warn().Err(err).Str("nats_url", a.nc.ConnectedUrlRedacted()).Str("user", user).
-			Msg("no keys yet: fetching them in the background; a channel's first packets wait for its keys (at most 2s), and what comes under a key not held is dropped (no_key) and recovered")
+			Msg("no keys yet: fetching them in the background; a channel's first packets wait for its keys (at most 2s), and what comes under a key not held is dropped (no_key) and recovered; a feed handler run with --auth=false serves no keys: then run this subscriber with --auth=false too")
 	}
 	return nil
 }
@@ -768,6 +768,10 @@ func (a *App) report(sum Summary, elapsed time.Duration) int {
 	}
 	ev.Uint64("received", sum.Received).Uint64("missing", sum.Missing).Uint64("kernel_drops", sum.KernelDrops).
 		Bool("verify_ok", sum.VerifyOK).Str("exit_reason", sum.ExitReason).Msg("subscriber done")
+	if sum.Unauthenticated > 0 || sum.NoKey > 0 {
+		a.log.Warn().Uint64("unauthenticated", sum.Unauthenticated).Uint64("no_key", sum.NoKey).
+			Msg("data packets dropped unverified: unauthenticated ones did not verify under the session's keys (forged or altered); no_key ones came under a session whose keys this subscriber could not fetch (docs/security.md)")
+	}
 	a.warnNoFeed(sum)
 	if sum.OK {
 		return 0

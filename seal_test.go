@@ -1,0 +1,138 @@
+package tickcast
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/seal"
+	"github.com/tickcast/tickcast/ud"
+	"github.com/tickcast/tickcast/ud/udp"
+)
+
+// testKeys seals a publisher's packets with a schedule per channel and
+// gives a subscriber the keys, as the feed handler and natskeys do over
+// NATS: a KeySource whose keys are made once the sessions are known.
+type testKeys struct {
+	schedules []*seal.Schedule
+	keys      []*seal.Keys
+	misses    int
+}
+
+func (k *testKeys) make(tb testing.TB, sessions []mold.Session) {
+	tb.Helper()
+	for ch, s := range sessions {
+		sch, err := seal.NewSchedule(s, ch, seal.NewSecret(), time.Hour)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		r, _ := seal.ReplyFor(sch, time.Now().UnixNano())
+		b, _ := json.Marshal(r)
+		sess, ks, _, err := seal.ParseReply(b, ch)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		k.schedules = append(k.schedules, sch)
+		k.keys = append(k.keys, (&seal.Keys{}).With(sess, ks))
+	}
+}
+
+func (k *testKeys) seal(ch int, pkt []byte, nowNs int64) ([]byte, error) {
+	return k.schedules[ch].Seal(pkt, nowNs)
+}
+
+// Keys implements KeySource.
+func (k *testKeys) Keys(ch int) *seal.Keys {
+	if ch < len(k.keys) {
+		return k.keys[ch]
+	}
+	return nil
+}
+
+// Miss implements KeySource.
+func (k *testKeys) Miss(int, mold.Session) { k.misses++ }
+
+// TestPublishPollAllocsSealed: with every packet sealed and opened, the
+// publisher and the subscriber still allocate nothing per message, and
+// every message is released.
+func TestPublishPollAllocsSealed(t *testing.T) {
+	keys := &testKeys{}
+	f := newSealedSubBenchFeed(t, true, SubscriberConfig{Channels: benchChannels}, ud.Blocking, nil, keys)
+	checkPublishPollAllocs(t, f)
+	if st := f.sub.Stats(); st.Unauthenticated != 0 || st.NoKey != 0 || st.Messages == 0 {
+		t.Fatalf("subscriber stats %+v: want every message released and nothing unverified", st)
+	}
+	if f.pub.Stats().PacketBytes == 0 {
+		t.Fatal("nothing published")
+	}
+}
+
+// TestSubscriberDropsUnverified: a subscriber with keys drops a packet of
+// the publisher's session sealed under other keys (unauthenticated) and one
+// of a session it holds no keys for (no_key, and asks for them), and
+// releases every genuine message.
+func TestSubscriberDropsUnverified(t *testing.T) {
+	keys := &testKeys{}
+	f := newSealedSubBenchFeed(t, true, SubscriberConfig{Channels: benchChannels}, ud.Blocking, nil, keys)
+	now := Now()
+	for range 100 {
+		f.publish(t, now)
+	}
+	if err := f.pub.Flush(now); err != nil {
+		t.Fatal(err)
+	}
+	f.drain(t, f.pub.Stats().Messages)
+
+	// Two forgeries on channel 0's group: the live session under another
+	// secret, and another session.
+	session := f.pub.Sessions()[0]
+	other, _ := seal.NewSchedule(session, 0, seal.NewSecret(), time.Hour)
+	b, _ := mold.NewBuilder(1400)
+	b.SetTail(seal.Overhead)
+	b.Start(session, f.pub.NextSeq(0))
+	b.Add(make([]byte, 68))
+	forged, err := other.Seal(b.Finish(), time.Now().UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged = append([]byte(nil), forged...) // b is used again below
+	stranger, _ := mold.ParseSession("00ZZZZZZZZ")
+	third, _ := seal.NewSchedule(stranger, 0, seal.NewSecret(), time.Hour)
+	b.Start(stranger, 1)
+	b.Add(make([]byte, 68))
+	foreign, err := third.Seal(b.Finish(), time.Now().UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := ChannelGroup(f.group, 0)
+	snd, err := udp.NewSender(udp.Config{Group: g.Addr(), Port: int(g.Port()), CPU: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close()
+	if err := snd.Send([][]byte{forged, foreign}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for st := f.sub.Stats(); st.Unauthenticated+st.NoKey < 2; st = f.sub.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5s: %+v", st)
+		}
+		f.sub.Poll(&f.h, 1000)
+		time.Sleep(time.Millisecond)
+	}
+	st := f.sub.Stats()
+	if st.Unauthenticated != 1 || st.NoKey != 1 || keys.misses == 0 {
+		t.Fatalf("unauthenticated %d, no_key %d, misses %d: want 1, 1 and the stranger's keys asked for", st.Unauthenticated, st.NoKey, keys.misses)
+	}
+	// The genuine stream goes on, and nothing forged was released.
+	for range 100 {
+		f.publish(t, now)
+	}
+	f.pub.Flush(now)
+	f.drain(t, f.pub.Stats().Messages)
+	if st := f.sub.Stats(); st.Messages != f.pub.Stats().Messages || st.Missing != 0 {
+		t.Fatalf("released %d of %d, missing %d", st.Messages, f.pub.Stats().Messages, st.Missing)
+	}
+}
