@@ -22,7 +22,7 @@ import (
 )
 
 // The whole path (--day): an ITCH day in NASDAQ's file format → the real
-// feed handler (--source itch:FILE --rate 0 --linger 0s, depth at its
+// feed handler (--source itch:FILE --rate 0 --linger 1s, depth at its
 // default) → one or more subscribers at their defaults, beside the raw
 // floor in the same rounds. Every subscriber must receive every tick the
 // feed handler published (0 missing) or the run fails: a rate bought with
@@ -355,7 +355,7 @@ func runDay(ctx context.Context, p dayPeer, file string, itchMsgs uint64, channe
 		}
 		procs = append(procs, sp)
 	}
-	fhArgs := []string{"--source", "itch:" + file, "--rate", "0", "--linger", "0s", "--group", g, "--iface", "127.0.0.1", "--ttl", "0",
+	fhArgs := []string{"--source", "itch:" + file, "--rate", "0", "--linger", ns.linger().String(), "--group", g, "--iface", "127.0.0.1", "--ttl", "0",
 		"--channels", ch, "--send-batch", strconv.Itoa(batch), "--log-format", "json", "--log-level", "warn",
 		"--metrics-addr=", "--nats-listen", cmp.Or(ns.listen, "127.0.0.1:0")}
 	fhArgs = append(fhArgs, p.fhFlags...)
@@ -373,7 +373,7 @@ func runDay(ctx context.Context, p dayPeer, file string, itchMsgs uint64, channe
 		r.meanPacketBytes = int(math.Round(float64(fs.PacketBytes) / float64(fs.Packets)))
 	}
 	r.ITCHMessages = itchMsgs
-	start := fhAt.Add(-time.Duration(fs.ElapsedS * float64(time.Second)))
+	start := fhAt.Add(-time.Duration(fs.ElapsedS*float64(time.Second)) - ns.linger())
 	var last time.Time
 	for _, sp := range procs {
 		var ss subSummary
@@ -440,7 +440,7 @@ type dayKey struct {
 // the floor's, as Markdown tables.
 func printDay(w io.Writer, r *dayResult) {
 	fmt.Fprintf(w, "tickbench --day  %s  %s  %d CPUs  loopback multicast via 127.0.0.1, TTL 0\n\n", r.Date, r.Go, r.CPUs)
-	fmt.Fprintf(w, "input: %s, %d ITCH messages, %.0f MB; feedhandler --source itch:FILE --rate 0 --linger 0s --send-batch %d; subscribers at their defaults (--recovery=false: a loss shows as missing)\n",
+	fmt.Fprintf(w, "input: %s, %d ITCH messages, %.0f MB; feedhandler --source itch:FILE --rate 0 --linger 1s --send-batch %d (the window subtracts the linger); subscribers at their defaults (--recovery=false: a loss shows as missing; their keys from the feed handler's NATS)\n",
 		r.File, r.ITCHMessages, float64(r.FileBytes)/1e6, r.Batch)
 	fmt.Fprintf(w, "floor: raw sendmmsg (batch %d) → raw recvmmsg, %d datagrams × %d B (tickcast's packets in the warm-up run); %d rounds, medians (min–max)\n\n",
 		r.Batch, r.FloorCount, r.FloorSize, len(r.Rounds))

@@ -364,7 +364,8 @@ func fanTickcast(ctx context.Context, env latEnv, k int, count uint64, r *fanRun
 	if err != nil {
 		return err
 	}
-	subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), "direct", 1, 0, count, "", isolatedNATS())
+	ns := isolatedNATS()
+	subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), "direct", 1, 0, count, "", ns)
 	// Pre-generated messages, as the other senders generate nothing.
 	fhArgs = append(fhArgs, "--pregenerate")
 	subs, err := startReceivers(ctx, env, k, "subscriber", []string{env.subscriber}, subArgs, `"message":"subscribed"`)
@@ -381,7 +382,7 @@ func fanTickcast(ctx context.Context, env latEnv, k int, count uint64, r *fanRun
 	// As in the throughput mode: the window starts elapsed_s before the
 	// feed handler's summary line was read and ends when each
 	// subscriber's was.
-	start := fhAt.Add(-time.Duration(fs.ElapsedS * float64(time.Second)))
+	start := fhAt.Add(-time.Duration(fs.ElapsedS*float64(time.Second)) - ns.linger())
 	for _, p := range subs {
 		var ss subLatSummary
 		at, err := p.summary(&ss)

@@ -49,6 +49,24 @@ type natsSide struct {
 	keysOnly bool
 }
 
+// keysLinger is how long the feed handler of an isolated run (keysOnly)
+// stays up after its end of session: a subscriber whose NATS connection
+// was still being retried when the feed handler started (every 250 ms)
+// still fetches the keys of a run that lasted only milliseconds, and opens
+// the packets that waited in its ring. Runs subtract it from the time
+// window (linger).
+const keysLinger = time.Second
+
+// linger is the feed handler's --linger: keysLinger for an isolated run,
+// else none (the summary line comes at once, and the time window is
+// measured from it).
+func (n natsSide) linger() time.Duration {
+	if n.keysOnly {
+		return keysLinger
+	}
+	return 0
+}
+
 // isolatedNATS is the side of the runs that want no recovery and no live
 // copy (ping-pong, fan-out, throughput, day): the embedded server on a
 // free port given to the subscriber, which fetches its keys there and
@@ -71,7 +89,7 @@ func isolatedNATS() natsSide {
 // and the session record (auto: none, as the server has no JetStream) are
 // the defaults users run.
 func (n natsSide) fhArgs() []string {
-	a := []string{"--linger", "0s", "--metrics-addr="}
+	a := []string{"--linger", n.linger().String(), "--metrics-addr="}
 	if n.url != "" {
 		return append(a, "--nats-url", n.url)
 	}
@@ -271,8 +289,8 @@ type tickcastResult struct {
 // throughputArgs returns the subscriber's and the feed handler's arguments
 // for one throughput run on group g: the latency runs' arguments with the
 // feed handler unpaced, sending c.Batch packets per call.
-func throughputArgs(c tickcastConfig, g string) (sub, fh []string) {
-	sub, fh = tickcastLatArgs(g, c.Mode, c.Channels, 0, c.Count, "", isolatedNATS())
+func throughputArgs(c tickcastConfig, g string, ns natsSide) (sub, fh []string) {
+	sub, fh = tickcastLatArgs(g, c.Mode, c.Channels, 0, c.Count, "", ns)
 	fh = append(fh, "--send-batch", strconv.Itoa(c.Batch))
 	if c.Pregenerate {
 		fh = append(fh, "--pregenerate")
@@ -298,7 +316,8 @@ func runTickcast(ctx context.Context, c tickcastConfig) (tickcastResult, error) 
 		return tickcastResult{}, err
 	}
 	g := fmt.Sprintf("%s:%d", group, port)
-	subArgs, fhArgs := throughputArgs(c, g)
+	ns := isolatedNATS()
+	subArgs, fhArgs := throughputArgs(c, g, ns)
 	// The subscriber logs "subscribed" once it joined every group: only
 	// then may the first packet go out.
 	sub, err := startReady(ctx, "subscriber", c.Timeout, []string{c.Subscriber}, subArgs, `"message":"subscribed"`, 10*time.Second)
@@ -319,7 +338,7 @@ func runTickcast(ctx context.Context, c tickcastConfig) (tickcastResult, error) 
 	if err != nil {
 		return tickcastResult{}, err
 	}
-	start := fhAt.Add(-time.Duration(fs.ElapsedS * float64(time.Second)))
+	start := fhAt.Add(-time.Duration(fs.ElapsedS*float64(time.Second)) - ns.linger())
 	window := subAt.Sub(start)
 	if ss.ExitReason == "idle-timeout" {
 		// The end of session was lost too: the subscriber sat out its
