@@ -285,8 +285,11 @@ func (f *Fetcher) run() {
 			}
 			if time.Since(*at) >= gap {
 				*at = time.Now()
-				if errors.Is(f.fetch(w.ch, w.session), errNotConnected) {
-					// Again 10 ms on: the connection is coming back.
+				if err := f.fetch(w.ch, w.session); errors.Is(err, errNotConnected) || errors.Is(err, ErrNoResponders) {
+					// Again 10 ms on: the connection, or the feed
+					// handler's key server, is coming up. (A forged
+					// session meets a server that does not answer: a
+					// timeout, which waits the whole gap.)
 					*at = time.Now().Add(10*time.Millisecond - gap)
 				}
 			}
