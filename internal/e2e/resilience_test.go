@@ -532,12 +532,20 @@ func TestNATSOutage(t *testing.T) {
 	lost := withMessage(logs, "messages lost")
 	var lostOutside []logEntry
 	reasons := map[string]int{}
+	// A gap is lost lost-after (or one recovery timeout) after it was
+	// detected: losses belong to gaps detected from a recovery timeout
+	// before the outage to a second after it. The race detector's run
+	// (-short) shares the two cores with race-instrumented test binaries,
+	// and the backlog of requests after the restart drains slower there:
+	// its gaps may be detected one recovery timeout later (seen: a loss
+	// 4.07 s after the restart, twice in CI, with packets authenticated).
+	lastLoss := up.Add(time.Second + max(lostAfter, recTO) + time.Second)
+	if testing.Short() {
+		lastLoss = lastLoss.Add(recTO)
+	}
 	for _, e := range lost {
 		reasons[e.Reason]++
-		// A gap is lost lost-after (or one recovery timeout) after it was
-		// detected: losses belong to gaps detected from a recovery timeout
-		// before the outage to a second after it.
-		if e.Time.Before(down) || e.Time.After(up.Add(time.Second+max(lostAfter, recTO)+time.Second)) {
+		if e.Time.Before(down) || e.Time.After(lastLoss) {
 			lostOutside = append(lostOutside, e)
 		}
 	}
@@ -593,7 +601,7 @@ func TestNATSOutage(t *testing.T) {
 		}
 	}
 	if len(lostOutside) > 0 {
-		t.Errorf("%d losses logged outside the outage (%v .. %v): first %+v", len(lostOutside), down, up, lostOutside[0])
+		t.Errorf("%d losses logged outside the outage (%v .. %v, losses until %v): first %+v", len(lostOutside), down, up, lastLoss, lostOutside[0])
 	}
 	// Each injected drop was either recovered or reported lost, and only
 	// drops around the outage were lost. A channel that went stale asks
