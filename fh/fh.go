@@ -180,7 +180,7 @@ func (h *FeedHandler) startKeys() error {
 		}
 		h.schedules[ch].Store(s)
 	}
-	ks, err := natskeys.Serve(h.nc, h.cfg.FeedName, h.cfg.Channels, func(ch int) *seal.Schedule { return h.schedules[ch].Load() }, nil)
+	ks, err := natskeys.Serve(h.nc, h.cfg.FeedName, h.cfg.Channels, func(ch int) *seal.Schedule { return h.schedules[ch].Load() })
 	if err != nil {
 		h.log.Error().Err(err).Msg("cannot serve keys")
 		return fmt.Errorf("fh: keys: %w", err)

@@ -176,28 +176,31 @@ func (k *Key) Seal(p []byte) ([]byte, error) {
 	if cap(p)-len(p) < Overhead {
 		return nil, fmt.Errorf("seal: %d bytes of room after the packet, want %d", cap(p)-len(p), Overhead)
 	}
-	l := int(binary.BigEndian.Uint16(p[off:])) + Overhead
-	if l > mold.MaxMessageLen {
+	if l := int(binary.BigEndian.Uint16(p[off:])) + Overhead; l > mold.MaxMessageLen {
 		return nil, fmt.Errorf("seal: last block of %d bytes with the seal, at most %d", l, mold.MaxMessageLen)
 	}
-	binary.BigEndian.PutUint16(p[off:], uint16(l))
+	return k.seal(p, off, nil), nil
+}
+
+// seal lengthens the last block (at off) of p by Overhead and writes the
+// epoch, nonce (random when nonce is nil) and tag in p's spare capacity.
+func (k *Key) seal(p []byte, off int, nonce []byte) []byte {
+	binary.BigEndian.PutUint16(p[off:], binary.BigEndian.Uint16(p[off:])+Overhead)
 	n := len(p)
 	p = p[:n+EpochLen+NonceLen]
 	binary.BigEndian.PutUint32(p[n:], k.Epoch)
-	nonce := p[n+EpochLen:]
-	rand.Read(nonce)
-	return k.aead.Seal(p, nonce, nil, p), nil
+	if nonce == nil {
+		rand.Read(p[n+EpochLen:])
+	} else {
+		copy(p[n+EpochLen:], nonce)
+	}
+	return k.aead.Seal(p, p[n+EpochLen:], nil, p)
 }
 
 // sealNonce is Seal with a given nonce, for the documented vectors.
 func (k *Key) sealNonce(p, nonce []byte) []byte {
 	off, _, _ := lastBlock(p)
-	binary.BigEndian.PutUint16(p[off:], binary.BigEndian.Uint16(p[off:])+Overhead)
-	n := len(p)
-	p = append(p, 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(p[n:], k.Epoch)
-	p = append(p, nonce...)
-	return k.aead.Seal(p, p[n+EpochLen:], nil, p)
+	return k.seal(append(make([]byte, 0, len(p)+Overhead), p...), off, nonce)
 }
 
 // Keys are the keys a subscriber holds for one channel: the epoch keys of

@@ -520,11 +520,7 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 		t.compete(line, p.Session, nowNs, out)
 		return
 	}
-	t.lastNs = nowNs
-	if t.stale {
-		t.stale = false
-		out.Event(t.emit(EventFresh, line))
-	}
+	t.heard(line, nowNs, out)
 	if p.Seq == 0 || (t.started && p.Session == t.session && t.high > 1 && p.Seq-t.high > maxJump && p.Seq > t.high) {
 		// Sequence 0 does not exist, and a stream does not leap four
 		// billion messages: such a packet would declare everything lost.
@@ -843,11 +839,7 @@ func (t *Tracker) unsealedControl(line int, p mold.Packet, nowNs int64, out Outp
 		t.stats.UnsealedIgnored++
 		return
 	}
-	t.lastNs = nowNs
-	if t.stale {
-		t.stale = false
-		out.Event(t.emit(EventFresh, line))
-	}
+	t.heard(line, nowNs, out)
 	if p.IsHeartbeat() {
 		t.stats.Heartbeats++
 	}
@@ -856,9 +848,16 @@ func (t *Tracker) unsealedControl(line int, p mold.Packet, nowNs int64, out Outp
 		return
 	}
 	t.claimed, t.claimNs = true, nowNs
-	if limit := t.next + uint64(len(t.window)) - 1; t.high <= limit {
-		t.stats.Probes++
-		t.request(Range{t.high, min(t.high+probeLen-1, limit)}, false)
+	t.probeTail()
+}
+
+// heard notes a packet of the followed stream at nowNs: the channel is
+// fresh again if it was stale.
+func (t *Tracker) heard(line int, nowNs int64, out Output) {
+	t.lastNs = nowNs
+	if t.stale {
+		t.stale = false
+		out.Event(t.emit(EventFresh, line))
 	}
 }
 
@@ -876,7 +875,12 @@ func (t *Tracker) probeSilentTail(nowNs int64) {
 		return
 	}
 	t.probeNs = nowNs
-	// As far as the window reaches: an answer beyond it could not be held.
+	t.probeTail()
+}
+
+// probeTail asks recovery for what follows high, as far as the window
+// reaches: an answer beyond it could not be held.
+func (t *Tracker) probeTail() {
 	if limit := t.next + uint64(len(t.window)) - 1; t.high <= limit {
 		t.stats.Probes++
 		t.request(Range{t.high, min(t.high+probeLen-1, limit)}, false)

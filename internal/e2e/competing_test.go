@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"context"
-	"net/netip"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/tickcast/tickcast"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/ud/udp"
 )
@@ -18,19 +16,11 @@ import (
 // many packets it sent once ctx is done.
 func compete(t *testing.T, ctx context.Context, ga string, ch int, session string) <-chan int {
 	t.Helper()
-	base, err := netip.ParseAddrPort(ga)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := tickcast.ChannelGroup(base, ch)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sess, err := mold.ParseSession(session)
 	if err != nil {
 		t.Fatal(err)
 	}
-	snd, err := udp.NewSender(udp.Config{Group: g.Addr(), Port: int(g.Port()), CPU: -1})
+	snd, err := udp.NewSender(channelConfig(t, ga, ch))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,25 +26,17 @@ func TestForgedPackets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ga, sub, fh := feedAndSubscriber(t, ctx, count)
-	base := netip.MustParseAddrPort(ga)
-	g, _ := tickcast.ChannelGroup(base, 0)
-	rx, err := udp.NewReceiver(udp.Config{Group: g.Addr(), Port: int(g.Port()), CPU: -1})
+	cfg := channelConfig(t, ga, 0)
+	rx, err := udp.NewReceiver(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rx.Close()
-	var live []byte
-	for deadline := time.Now().Add(10 * time.Second); live == nil; {
-		if time.Now().After(deadline) {
-			t.Fatal("no data packet on channel 0 within 10s")
-		}
-		rx.Wait(50 * time.Millisecond)
-		for s := rx.Peek(0); s != nil; s = rx.Peek(0) {
-			if n, ok := mold.MessageCount(s.Data()); ok && n > 0 && n < mold.EndOfSession {
-				live = append([]byte(nil), s.Data()...)
-			}
-			rx.Release(1)
-		}
+	readCtx, stopRead := context.WithTimeout(ctx, 10*time.Second)
+	live := readDataPacket(readCtx, rx)
+	stopRead()
+	if live == nil {
+		t.Fatal("no data packet on channel 0 within 10s")
 	}
 	h, _ := mold.DecodeHeader(live)
 	t.Logf("live packet: session %s seq %d, %d messages, %d bytes", h.Session, h.Seq, h.Messages(), len(live))
@@ -88,7 +80,7 @@ func TestForgedPackets(t *testing.T) {
 	for _, seq := range []uint64{h.Seq + 10_000_000, h.Seq + 50} {
 		sends = append(sends, mold.AppendHeartbeat(nil, h.Session, seq), mold.AppendEndOfSession(nil, h.Session, seq))
 	}
-	snd, err := udp.NewSender(udp.Config{Group: g.Addr(), Port: int(g.Port()), CPU: -1})
+	snd, err := udp.NewSender(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,15 +115,12 @@ func TestForgedPackets(t *testing.T) {
 // it sent once ctx is done.
 func forge(t *testing.T, ctx context.Context, ga string, ch int) <-chan int {
 	t.Helper()
-	g, err := tickcast.ChannelGroup(netip.MustParseAddrPort(ga), ch)
+	cfg := channelConfig(t, ga, ch)
+	rx, err := udp.NewReceiver(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rx, err := udp.NewReceiver(udp.Config{Group: g.Addr(), Port: int(g.Port()), CPU: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	snd, err := udp.NewSender(udp.Config{Group: g.Addr(), Port: int(g.Port()), CPU: -1})
+	snd, err := udp.NewSender(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,16 +128,7 @@ func forge(t *testing.T, ctx context.Context, ga string, ch int) <-chan int {
 	go func() {
 		defer snd.Close()
 		defer rx.Close()
-		var live []byte
-		for live == nil && ctx.Err() == nil {
-			rx.Wait(20 * time.Millisecond)
-			for s := rx.Peek(0); s != nil; s = rx.Peek(0) {
-				if n, ok := mold.MessageCount(s.Data()); ok && n > 0 && n < mold.EndOfSession {
-					live = append([]byte(nil), s.Data()...)
-				}
-				rx.Release(1)
-			}
-		}
+		live := readDataPacket(ctx, rx)
 		n := 0
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
@@ -167,6 +147,42 @@ func forge(t *testing.T, ctx context.Context, ga string, ch int) <-chan int {
 		sent <- n
 	}()
 	return sent
+}
+
+// channelConfig returns the loopback line of channel ch of the A-line base
+// ga, to receive or send on.
+func channelConfig(t *testing.T, ga string, ch int) udp.Config {
+	t.Helper()
+	base, err := netip.ParseAddrPort(ga)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := tickcast.ChannelGroup(base, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return udp.Config{Group: g.Addr(), Port: int(g.Port()), CPU: -1}
+}
+
+// readDataPacket returns a copy of the first data packet rx receives, or
+// nil if ctx ends first.
+func readDataPacket(ctx context.Context, rx *udp.Receiver) []byte {
+	for ctx.Err() == nil {
+		rx.Wait(20 * time.Millisecond)
+		for s := rx.Peek(0); s != nil; s = rx.Peek(0) {
+			n, ok := mold.MessageCount(s.Data())
+			data := ok && n > 0 && n < mold.EndOfSession
+			var p []byte
+			if data {
+				p = append([]byte(nil), s.Data()...)
+			}
+			rx.Release(1)
+			if data {
+				return p
+			}
+		}
+	}
+	return nil
 }
 
 // lastBlockOffset returns the offset of packet p's last block length.

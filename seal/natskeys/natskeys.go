@@ -35,15 +35,12 @@ type Server struct {
 	channels int
 	served   atomic.Uint64
 	refused  atomic.Uint64
-	// OnServe, if set, is called for every key reply sent (audit).
-	onServe func(ch int, r *seal.Reply)
 }
 
 // Serve subscribes to feed's key subjects. schedule returns channel ch's
-// current schedule (nil while it has none). onServe, if set, is told of
-// every reply with keys (for the audit log).
-func Serve(nc *nats.Conn, feed string, channels int, schedule func(ch int) *seal.Schedule, onServe func(ch int, r *seal.Reply)) (*Server, error) {
-	s := &Server{schedule: schedule, channels: channels, onServe: onServe}
+// current schedule (nil while it has none).
+func Serve(nc *nats.Conn, feed string, channels int, schedule func(ch int) *seal.Schedule) (*Server, error) {
+	s := &Server{schedule: schedule, channels: channels}
 	sub, err := nc.Subscribe("tickcast."+feed+".keys.*", s.answer)
 	if err != nil {
 		return nil, fmt.Errorf("natskeys: subscribe: %w", err)
@@ -86,9 +83,6 @@ func (s *Server) answer(m *nats.Msg) {
 		return
 	}
 	s.served.Add(1)
-	if s.onServe != nil {
-		s.onServe(ch, &r)
-	}
 }
 
 // Served returns the key replies sent with keys, and those refused.

@@ -61,7 +61,7 @@ func TestFetchAndRotate(t *testing.T) {
 	var scheds [2]atomic.Pointer[seal.Schedule]
 	scheds[0].Store(schedule(t, "002SEAR4RH", 0, time.Second))
 	scheds[1].Store(schedule(t, "012SEAR4RH", 1, time.Second))
-	srv, err := Serve(nc, "feed", 2, func(ch int) *seal.Schedule { return scheds[ch].Load() }, nil)
+	srv, err := Serve(nc, "feed", 2, func(ch int) *seal.Schedule { return scheds[ch].Load() })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestFetchWithoutFeedHandler(t *testing.T) {
 		t.Fatal("keys without a feed handler")
 	}
 	sch := schedule(t, "002SEAR4RH", 0, time.Hour)
-	srv, err := Serve(nc, "feed", 1, func(int) *seal.Schedule { return sch }, nil)
+	srv, err := Serve(nc, "feed", 1, func(int) *seal.Schedule { return sch })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,21 @@ func segmentRuns(max int) [][]byte {
 	return out
 }
 
+// sendAndCompare sends want in one Send and fails unless r receives exactly
+// those datagrams, in order.
+func sendAndCompare(t *testing.T, s *Sender, r *Receiver, want [][]byte) {
+	t.Helper()
+	if err := s.Send(want); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, r, len(want), 10*time.Second)
+	for i := range want {
+		if string(got[i]) != string(want[i]) {
+			t.Fatalf("datagram %d: got %d bytes, want %d", i, len(got[i]), len(want[i]))
+		}
+	}
+}
+
 func TestSegmentedSend(t *testing.T) {
 	for _, gso := range []bool{true, false} {
 		t.Run(fmt.Sprintf("GSO=%v", gso), func(t *testing.T) {
@@ -61,15 +76,7 @@ func TestSegmentedSend(t *testing.T) {
 				t.Fatal("Segments() is true without Config.GSO")
 			}
 			want := segmentRuns(cfg.MaxDatagram)
-			if err := s.Send(want); err != nil {
-				t.Fatal(err)
-			}
-			got := receive(t, r, len(want), 10*time.Second)
-			for i := range want {
-				if string(got[i]) != string(want[i]) {
-					t.Fatalf("datagram %d: got %d bytes, want %d", i, len(got[i]), len(want[i]))
-				}
-			}
+			sendAndCompare(t, s, r, want)
 			ss := s.Stats()
 			if ss.Datagrams != uint64(len(want)) || ss.Errors != 0 {
 				t.Errorf("sender stats %+v, want %d datagrams, no errors", ss, len(want))
@@ -112,15 +119,7 @@ func TestSegmentsRefused(t *testing.T) {
 	}
 	// Two single datagrams first, so the refused write is not the call's first.
 	want := append([][]byte{{1, 2, 3, 4, 5}, {6}}, segmentRuns(cfg.MaxDatagram)...)
-	if err := s.Send(want); err != nil {
-		t.Fatal(err)
-	}
-	got := receive(t, r, len(want), 10*time.Second)
-	for i := range want {
-		if string(got[i]) != string(want[i]) {
-			t.Fatalf("datagram %d: got %d bytes, want %d", i, len(got[i]), len(want[i]))
-		}
-	}
+	sendAndCompare(t, s, r, want)
 	ss := s.Stats()
 	if s.Segments() || ss.Segmented != 0 || ss.Errors != 0 || ss.Datagrams != uint64(len(want)) {
 		t.Errorf("after a refusal: Segments %v, stats %+v; want false, %d datagrams, none segmented, no errors", s.Segments(), ss, len(want))
