@@ -66,6 +66,10 @@ type Config struct {
 	// KeyRotation is how long one key seals, seal.MinRotation..
 	// seal.MaxRotation; default seal.DefaultRotation.
 	KeyRotation time.Duration
+	// KeyAudit is the file every key reply is appended to, a JSON line
+	// each (natskeys.Grant: time, user, channel, session, epochs, or why
+	// refused), for UsageReport; empty: they go to the log.
+	KeyAudit string
 	// GSO sends each channel's runs of full packets by segmentation
 	// offload (UDP GSO) where the kernel takes it, with full packets padded
 	// to MaxDatagram (docs/wire-format.md, "Padding"; udp.Config.GSO says

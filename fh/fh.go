@@ -54,6 +54,8 @@ type FeedHandler struct {
 	// keys serves their epoch keys.
 	schedules []atomic.Pointer[seal.Schedule]
 	keys      *natskeys.Server
+	ent       entitlements
+	audit     *auditLog
 }
 
 // New checks cfg, starts NATS (embedded, unless cfg.NATSURL names a
@@ -180,7 +182,17 @@ func (h *FeedHandler) startKeys() error {
 		}
 		h.schedules[ch].Store(s)
 	}
-	ks, err := natskeys.Serve(h.nc, h.cfg.FeedName, h.cfg.Channels, func(ch int) *seal.Schedule { return h.schedules[ch].Load() })
+	users := h.cfg.NATSUsers
+	h.ent.users.Store(&users)
+	a, err := h.openAudit()
+	if err != nil {
+		h.log.Error().Err(err).Msg("cannot open the key audit")
+		return err
+	}
+	h.audit = a
+	ks, err := natskeys.Serve(h.nc, natskeys.ServerConfig{Feed: h.cfg.FeedName, Channels: h.cfg.Channels,
+		Schedule: func(ch int) *seal.Schedule { return h.schedules[ch].Load() },
+		Entitled: h.ent.entitled, Audit: a.record})
 	if err != nil {
 		h.log.Error().Err(err).Msg("cannot serve keys")
 		return fmt.Errorf("fh: keys: %w", err)
@@ -495,6 +507,7 @@ func (h *FeedHandler) Close() {
 	if h.keys != nil {
 		h.keys.Close()
 	}
+	h.audit.close()
 	for _, stop := range h.stopApply {
 		stop()
 	}

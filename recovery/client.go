@@ -63,6 +63,11 @@ type ClientConfig struct {
 	// DefaultRepairBackoff; negative: never wait. Not used with
 	// InlineOnly.
 	RepairBackoff time.Duration
+	// Channels, if any, are the channels whose repair subjects the client
+	// listens to; none: every channel's (tickcast.FEED.repair.*). A user
+	// entitled to some channels only may not subscribe to the others'
+	// (docs/security.md), so a subscriber names those it joined.
+	Channels []int
 }
 
 // Defaults of a ClientConfig.
@@ -250,7 +255,7 @@ type Client struct {
 	jitter func(time.Duration) time.Duration
 
 	// Repairs heard on the repair subjects (see repaired).
-	repSub   *nats.Subscription
+	repSubs  []*nats.Subscription
 	repMu    sync.Mutex // never held while publishing, nor while taking mu
 	partial  map[string]*heardRepair
 	byID     map[string]*heardRepair
@@ -345,18 +350,26 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	// reconnects), so no repair answering one of this client's requests is
 	// published before the server has it.
 	if !cfg.InlineOnly {
-		rsub, err := nc.Subscribe("tickcast."+cfg.Feed+".repair.*", c.repaired)
-		if err != nil {
-			return nil, fmt.Errorf("recovery: subscribe to the repair subjects: %w", err)
+		subjects := []string{"tickcast." + cfg.Feed + ".repair.*"}
+		if len(cfg.Channels) > 0 {
+			subjects = subjects[:0]
+			for _, ch := range cfg.Channels {
+				subjects = append(subjects, RepairSubject(cfg.Feed, ch))
+			}
 		}
-		rsub.SetPendingLimits(-1, -1)
-		c.repSub = rsub
+		for _, subj := range subjects {
+			rsub, err := nc.Subscribe(subj, c.repaired)
+			if err != nil {
+				c.unsubscribeRepairs()
+				return nil, fmt.Errorf("recovery: subscribe to the repair subject %s: %w", subj, err)
+			}
+			rsub.SetPendingLimits(-1, -1)
+			c.repSubs = append(c.repSubs, rsub)
+		}
 	}
 	sub, err := nc.Subscribe(c.inbox+".*", c.reply)
 	if err != nil {
-		if c.repSub != nil {
-			c.repSub.Unsubscribe()
-		}
+		c.unsubscribeRepairs()
 		return nil, fmt.Errorf("recovery: subscribe to the reply inbox %s: %w", c.inbox, err)
 	}
 	sub.SetPendingLimits(-1, -1)
@@ -367,6 +380,12 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	return c, nil
 }
 
+func (c *Client) unsubscribeRepairs() {
+	for _, s := range c.repSubs {
+		s.Unsubscribe()
+	}
+}
+
 // SetNotify sets the function called when an answer is ready to Drain.
 func (c *Client) SetNotify(f func()) { c.notify.Store(&f) }
 
@@ -375,9 +394,7 @@ func (c *Client) Close() {
 	c.close.Do(func() {
 		close(c.done)
 		c.sub.Unsubscribe()
-		if c.repSub != nil {
-			c.repSub.Unsubscribe()
-		}
+		c.unsubscribeRepairs()
 		c.wg.Wait()
 		// Fail whatever is in flight or queued, so no caller waits forever.
 		c.mu.Lock()

@@ -3,6 +3,7 @@ package recovery
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -146,11 +147,11 @@ func TestClientConfigDefaults(t *testing.T) {
 	want := ClientConfig{Feed: DefaultFeed, Timeout: DefaultTimeout, MaxInflight: DefaultMaxInflight,
 		QueueLen: DefaultQueueLen, MaxPerRequest: DefaultMaxPerRequest, SnapshotAbove: DefaultSnapshotAbove,
 		RepairBackoff: DefaultRepairBackoff}
-	if got := (ClientConfig{}).withDefaults(); got != want {
+	if got := (ClientConfig{}).withDefaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("ClientConfig{}.withDefaults() = %+v, want %+v", got, want)
 	}
-	set := ClientConfig{Feed: "f", Timeout: time.Hour, MaxInflight: 1, QueueLen: 2, MaxPerRequest: 3, SnapshotAbove: -1, RepairBackoff: -1}
-	if got := set.withDefaults(); got != set {
+	set := ClientConfig{Feed: "f", Timeout: time.Hour, MaxInflight: 1, QueueLen: 2, MaxPerRequest: 3, SnapshotAbove: -1, RepairBackoff: -1, Channels: []int{2}}
+	if got := set.withDefaults(); !reflect.DeepEqual(got, set) {
 		t.Errorf("%+v.withDefaults() = %+v", set, got)
 	}
 }

@@ -72,9 +72,10 @@ func (s *Schedule) KeyBytes(e uint32) ([]byte, error) {
 
 // Reply is what a feed handler answers a subscriber's request for a
 // channel's keys (docs/security.md): the session, the rotation period, and
-// the keys of the epochs before, at and after the current one, so that a
-// subscriber holds the next key before it is used and packets sealed just
-// before a rotation still open after it.
+// the keys of the epochs before and at the current one, and of the next
+// one once it is near (Lead), so that a subscriber holds the next key
+// before it is used and packets sealed just before a rotation still open
+// after it.
 type Reply struct {
 	Session    string     `json:"session"`
 	Channel    int        `json:"channel"`
@@ -91,11 +92,26 @@ type ReplyKey struct {
 	Key   string `json:"key"`
 }
 
-// ReplyFor returns the reply of schedule s at Unix time nowNs.
+// Lead is how long before its epoch starts a key is handed out: a quarter
+// of the rotation period. A user whose entitlement is revoked more than
+// Lead before a rotation holds no key past it.
+func Lead(rotation time.Duration) time.Duration { return rotation / 4 }
+
+// FetchAhead is how long before its epoch starts a subscriber asks for a
+// key: half of Lead, which leaves the other half for clocks that disagree
+// and for the request.
+func FetchAhead(rotation time.Duration) time.Duration { return Lead(rotation) / 2 }
+
+// ReplyFor returns the reply of schedule s at Unix time nowNs: the keys of
+// the epochs before and at nowNs, and of the next one within Lead of it.
 func ReplyFor(s *Schedule, nowNs int64) (Reply, error) {
 	e := Epoch(nowNs, s.rotation)
 	r := Reply{Session: s.session.String(), Channel: s.channel, RotationNs: int64(s.rotation)}
-	for _, ep := range []uint32{e - 1, e, e + 1} {
+	epochs := []uint32{e - 1, e}
+	if Epoch(nowNs+int64(Lead(s.rotation)), s.rotation) > e {
+		epochs = append(epochs, e+1)
+	}
+	for _, ep := range epochs {
 		k, err := s.KeyBytes(ep)
 		if err != nil {
 			return Reply{}, err

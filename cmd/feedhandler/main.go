@@ -73,7 +73,9 @@ type Settings struct {
 	Transport   string        `flag:"transport" default:"udp" help:"udp (multicast) or rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address, datagrams at most the port's MTU)"`
 	TTL         int           `flag:"ttl" default:"0" help:"multicast TTL (0 keeps packets on this host)"`
 	Auth        bool          `flag:"auth" default:"true" help:"seal every data packet (AES-GCM tag in its last block) with a key of the channel's session and serve the keys over NATS on tickcast.FEED.keys.CH, so subscribers drop forged packets (docs/security.md); --auth=false sends packets anyone on the network could forge"`
-	KeyRotation time.Duration `flag:"key-rotation" default:"1h" help:"how long one key seals: keys rotate on the Unix clock's periods of this length (1s..24h); subscribers fetch the next key ahead of each rotation"`
+	KeyRotation time.Duration `flag:"key-rotation" default:"1h" help:"how long one key seals: keys rotate on the Unix clock's periods of this length (1s..24h); subscribers fetch the next key ahead of each rotation, which they are given from a quarter of this before it, so a user removed from --nats-users (or a channel from its entitlement) more than that before a rotation holds no key after it"`
+	KeyAudit    string        `flag:"key-audit" default:"" help:"append every key reply (time, user, channel, session and epochs, or why refused) to this file as a JSON line, for --usage-report (empty: log them)"`
+	UsageReport string        `flag:"usage-report" default:"" help:"print the usage report of these --key-audit files (comma separated) as CSV, one line per UTC day, user and channel, and exit: what an operator reports to an exchange (docs/security.md)"`
 	MaxDatagram int           `flag:"max-datagram" default:"1472" help:"largest datagram in bytes"`
 	GSO         bool          `flag:"gso" help:"with udp, send each channel's runs of full packets as one buffer the kernel cuts into datagrams (UDP GSO) where the kernel takes it, for less CPU a packet at high rates; full packets are then padded to --max-datagram inside their last message, which decoders ignore (docs/wire-format.md, \"Padding\"). A capture on the sending host (lo, or a NIC that segments in hardware) shows each run as one datagram that decoders cannot split; receivers and captures on receiving hosts see the datagrams"`
 	MaxDelay    time.Duration `flag:"max-delay" default:"50us" help:"longest a message waits in a partly filled packet while input keeps coming"`
@@ -88,7 +90,7 @@ type Settings struct {
 	FeedName         string        `flag:"feed-name" default:"tickcast" help:"feed name in the NATS subjects (tickcast.FEED.retransmit.CH, ...)"`
 	NATSURL          string        `flag:"nats-url" default:"" help:"external NATS server or cluster to serve recovery on (empty: run an embedded server on --nats-listen)"`
 	NATSListen       string        `flag:"nats-listen" default:"127.0.0.1:4222" help:"address of the embedded NATS server (port 0: a free port)"`
-	NATSUsers        string        `flag:"nats-users" default:"" help:"embedded server users, name:password:role (feedhandler or subscriber), comma separated, or @FILE with one per line"`
+	NATSUsers        string        `flag:"nats-users" default:"" help:"embedded server users, name:password:role[:channels] (role feedhandler or subscriber; channels, a subscriber's entitlement, as 0-3;7, default all), comma separated, or @FILE with one per line, read again on SIGHUP (a user removed is disconnected, and entitlements change at once for the NATS subjects and from the next rotation for the keys)"`
 	NATSLive         bool          `flag:"nats-live" default:"true" help:"also publish every datagram on tickcast.FEED.live.CH for subscribers without multicast, a channel's only while it is wanted: while a consumer announces demand on tickcast.FEED.demand.CH (subscriber --transport nats does) or, with the embedded server, while anyone subscribes"`
 	NATSLiveAlways   bool          `flag:"nats-live-always" help:"with --nats-live, publish every datagram on the live subjects whether or not anyone wants it, for consumers on an external NATS server that cannot announce demand (costs the host's multicast subscribers latency at high rates)"`
 	Linger           time.Duration `flag:"linger" default:"5s" help:"after end of session, keep serving recovery (and repeating end of session) this long; also after SIGTERM or an interrupt, which end the session (a second one ends the linger at once)"`
@@ -168,7 +170,7 @@ func (s *Settings) validate() error {
 // flagOf names the flag of each fh.Config field, for its errors.
 var flagOf = map[string]string{
 	"Source": "source", "Channels": "channels", "GroupA": "group", "GroupB": "group-b", "Interface": "iface",
-	"Transport": "transport", "TTL": "ttl", "GSO": "gso", "Unsealed": "auth", "KeyRotation": "key-rotation", "MaxDatagram": "max-datagram", "MaxDelay": "max-delay",
+	"Transport": "transport", "TTL": "ttl", "GSO": "gso", "Unsealed": "auth", "KeyRotation": "key-rotation", "KeyAudit": "key-audit", "MaxDatagram": "max-datagram", "MaxDelay": "max-delay",
 	"Heartbeat": "heartbeat", "SendBatch": "send-batch", "Rate": "rate", "Speed": "speed", "PaceSpin": "pace-spin",
 	"Duration": "duration", "Linger": "linger", "FeedName": "feed-name", "NATSURL": "nats-url",
 	"NATSListen": "nats-listen", "NATSUsers": "nats-users", "StoreMessages": "store-messages",
@@ -232,7 +234,7 @@ func (s *Settings) config() (fh.Config, error) {
 		return fh.Config{}, err
 	}
 	c := fh.Config{
-		SourceName: s.Source, Channels: s.Channels, Transport: s.Transport, TTL: s.TTL, GSO: s.GSO, Unsealed: !s.Auth, KeyRotation: s.KeyRotation,
+		SourceName: s.Source, Channels: s.Channels, Transport: s.Transport, TTL: s.TTL, GSO: s.GSO, Unsealed: !s.Auth, KeyRotation: s.KeyRotation, KeyAudit: s.KeyAudit,
 		MaxDatagram: s.MaxDatagram, MaxDelay: s.MaxDelay, Heartbeat: s.Heartbeat, SendBatch: s.SendBatch,
 		Rate: s.Rate, Speed: s.Speed, PaceSpin: s.PaceSpin, Duration: s.Duration, Linger: s.Linger, LingerOnStop: true,
 		FeedName: s.FeedName, NATSURL: s.NATSURL, NATSListen: s.NATSListen, NATS: s.Flags, NATSLive: s.NATSLive, NATSLiveAlways: s.NATSLiveAlways,
@@ -305,6 +307,35 @@ func (s *Settings) natsUsers() ([]natsconn.User, error) {
 	return users, nil
 }
 
+// reloadUsersOnHUP reads the --nats-users file again at every SIGHUP, until
+// done, and gives the embedded server its users.
+func reloadUsersOnHUP(s *Settings, h *fh.FeedHandler, log zerolog.Logger, done <-chan struct{}) {
+	if !strings.HasPrefix(s.NATSUsers, "@") {
+		return
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-hup:
+			case <-done:
+				return
+			}
+			users, err := s.natsUsers()
+			if err == nil {
+				err = h.SetUsers(users)
+			}
+			if err != nil {
+				log.Error().Err(err).Str("file", s.NATSUsers[1:]).Msg("SIGHUP: users not reloaded, the previous ones stay")
+				continue
+			}
+			log.Info().Str("file", s.NATSUsers[1:]).Int("users", len(users)).Msg("SIGHUP: users reloaded")
+		}
+	}()
+}
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
@@ -318,6 +349,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	err := cliconf.Load("feedhandler", args, getenv, &s)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, cliconf.Usage("feedhandler", &s), metricsrv.HealthUsage("feedhandler", "127.0.0.1:9464"))
+		return 0
+	}
+	if err == nil && s.UsageReport != "" {
+		if err := fh.UsageReport(stdout, strings.Split(s.UsageReport, ",")...); err != nil {
+			fmt.Fprintf(stderr, "feedhandler: --usage-report: %v\n", err)
+			return 1
+		}
 		return 0
 	}
 	if err == nil && s.ListDevices {
@@ -396,6 +434,7 @@ func publish(ctx context.Context, abort <-chan struct{}, s *Settings, cfg fh.Con
 	defer h.Close()
 	done := make(chan struct{})
 	defer close(done)
+	reloadUsersOnHUP(s, h, cfg.Log, done)
 	go func() {
 		select {
 		case <-abort:

@@ -292,3 +292,112 @@ func TestRepairSubjects(t *testing.T) {
 	default:
 	}
 }
+
+// TestEntitledChannels: a subscriber entitled to channel 1 only receives
+// channel 1's live data and repairs and asks for its retransmissions; the
+// server refuses it the same on channel 0. Key requests go to every
+// channel (the feed handler answers them by entitlement).
+func TestEntitledChannels(t *testing.T) {
+	users, err := ParseUsers("fh:fh-secret:feedhandler,carol:pw:subscriber:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, ServerConfig{Users: users})
+	fh, _ := connectAs(t, s, "fh", "fh-secret")
+	carol, crec := connectAs(t, s, "carol", "pw")
+	respond(t, fh, "tickcast.tickcast.retransmit.>", 1)
+	respond(t, fh, "tickcast.tickcast.keys.>", 1)
+
+	request(t, carol, "tickcast.tickcast.retransmit.1", "gap", 1)
+	request(t, carol, "tickcast.tickcast.keys.0", "", 1)
+	live1 := subscribeSync(t, carol, "tickcast.tickcast.live.1")
+	repair1 := subscribeSync(t, carol, "tickcast.tickcast.repair.1")
+	select {
+	case e := <-crec.ch:
+		if e.name == EventError {
+			t.Fatalf("carol refused on her own channel: %v", e.err)
+		}
+	default:
+	}
+	for _, subj := range []string{"tickcast.tickcast.live.1", "tickcast.tickcast.repair.1"} {
+		if err := fh.Publish(subj, []byte("one")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectMsg(t, live1, "one")
+	expectMsg(t, repair1, "one")
+
+	for _, subj := range []string{"tickcast.tickcast.live.0", "tickcast.tickcast.repair.0", "tickcast.tickcast.live.>", "tickcast.tickcast.repair.*"} {
+		if _, err := carol.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+		err := crec.waitFor(EventError, isPermViolation)
+		if !strings.Contains(err.Error(), subj) {
+			t.Errorf("subscribe %s: violation %v does not name it", subj, err)
+		}
+	}
+	for _, subj := range []string{"tickcast.tickcast.retransmit.0", "tickcast.tickcast.snapshot.0", "tickcast.tickcast.session.0", "tickcast.tickcast.demand.0"} {
+		if err := carol.PublishRequest(subj, carol.NewInbox(), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		err := crec.waitFor(EventError, isPermViolation)
+		if !strings.Contains(err.Error(), subj) {
+			t.Errorf("publish %s: violation %v does not name it", subj, err)
+		}
+	}
+}
+
+// TestSetUsers: a reload of the users disconnects a user who is gone, and
+// narrows another's entitlement at once; the others stay connected.
+func TestSetUsers(t *testing.T) {
+	users, err := ParseUsers("fh:fh-secret:feedhandler,alice:pw1:subscriber,bob:pw:subscriber")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, ServerConfig{Users: users})
+	fh, frec := connectAs(t, s, "fh", "fh-secret")
+	alice, arec := connectAs(t, s, "alice", "pw1")
+	bob, _ := connectAs(t, s, "bob", "pw")
+
+	narrowed, err := ParseUsers("fh:fh-secret:feedhandler,alice:pw1:subscriber:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetUsers(narrowed); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for bob.IsConnected() {
+		if time.Now().After(deadline) {
+			t.Fatal("bob, no longer a user, still connected 5s after the reload")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !alice.IsConnected() || !fh.IsConnected() {
+		t.Fatal("a user still in the file was disconnected")
+	}
+	live1 := subscribeSync(t, alice, "tickcast.tickcast.live.1")
+	if _, err := alice.SubscribeSync("tickcast.tickcast.live.0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := arec.waitFor(EventError, isPermViolation); !strings.Contains(err.Error(), "live.0") {
+		t.Errorf("violation %v does not name live.0", err)
+	}
+	if err := fh.Publish("tickcast.tickcast.live.1", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	expectMsg(t, live1, "one")
+	select {
+	case e := <-frec.ch:
+		if e.name == EventError {
+			t.Errorf("the feed handler got an error: %v", e.err)
+		}
+	default:
+	}
+	if err := s.SetUsers(nil); err == nil {
+		t.Error("SetUsers(nil) accepted")
+	}
+	if err := startServer(t, ServerConfig{}).SetUsers(narrowed); err == nil {
+		t.Error("SetUsers on a server started without users accepted")
+	}
+}

@@ -121,6 +121,9 @@ type Server struct {
 	srv  *server.Server
 	url  string
 	once sync.Once
+	cfg  ServerConfig    // as started, for SetUsers
+	opts *server.Options // as started
+	mu   sync.Mutex      // serializes SetUsers
 }
 
 // defaultName derives a server name from an address.
@@ -361,7 +364,50 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("natsconn: nats server on %s not ready after %v", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)), startTimeout)
 		}
 	}
-	return &Server{srv: srv, url: clientURL(srv, cfg.TLS != nil)}, nil
+	return &Server{srv: srv, url: clientURL(srv, cfg.TLS != nil), cfg: cfg, opts: opts.Clone()}, nil
+}
+
+// SetUsers replaces the server's users, as a reload of its configuration:
+// a client whose user is gone is disconnected, and the others' permissions
+// (entitlements among them) are those of their new entry from now on. The
+// server must have been started with users.
+func (s *Server) SetUsers(users []User) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.cfg.Users) == 0 {
+		return errors.New("natsconn: SetUsers: the server was started without users")
+	}
+	cfg := s.cfg
+	cfg.Users = users
+	if err := cfg.validate(); err != nil {
+		return fmt.Errorf("natsconn: SetUsers: %w", err)
+	}
+	if len(users) == 0 {
+		return errors.New("natsconn: SetUsers: no users (a server started with users keeps some)")
+	}
+	opts := s.opts.Clone()
+	opts.Users, opts.Nkeys = nil, nil
+	for _, u := range users {
+		perms := permissions(cfg.Feed, u)
+		if u.NKey != "" {
+			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perms})
+		} else {
+			opts.Users = append(opts.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: perms})
+		}
+	}
+	// The ports the server took (Port 0 picks one); a reload may not
+	// change them.
+	if a, ok := s.srv.Addr().(*net.TCPAddr); ok {
+		opts.Port = a.Port
+	}
+	if a := s.srv.ClusterAddr(); a != nil {
+		opts.Cluster.Port = a.Port
+	}
+	if err := s.srv.ReloadOptions(opts); err != nil {
+		return fmt.Errorf("natsconn: SetUsers: %w", err)
+	}
+	s.cfg, s.opts = cfg, opts
+	return nil
 }
 
 // listenURL returns the URL, with scheme, of a listener's address as a

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,6 +84,88 @@ type User struct {
 	NKey string
 	// Role says what the user may publish and subscribe to.
 	Role Role
+	// Channels, for a subscriber, are the channels it is entitled to: it
+	// may receive their live data and repairs, ask for their
+	// retransmissions, snapshots and sessions, and be given their keys
+	// (docs/security.md). Nil entitles it to every channel. A feed
+	// handler has no Channels.
+	Channels []int
+}
+
+// MaxChannel is the highest channel number an entitlement may name.
+const MaxChannel = 1023
+
+// Entitled reports whether u may receive channel ch.
+func (u User) Entitled(ch int) bool {
+	return u.Channels == nil || slices.Contains(u.Channels, ch)
+}
+
+// ChannelList returns u's channels as ParseChannels reads them ("0-3;7"),
+// or "all".
+func (u User) ChannelList() string {
+	if u.Channels == nil {
+		return "all"
+	}
+	var b strings.Builder
+	for i := 0; i < len(u.Channels); {
+		j := i
+		for j+1 < len(u.Channels) && u.Channels[j+1] == u.Channels[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(strconv.Itoa(u.Channels[i]))
+		if j > i {
+			b.WriteString("-" + strconv.Itoa(u.Channels[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// ParseChannels parses an entitlement's channel list: channel numbers and
+// ranges separated by ';', as "0-3;7", or "all" (nil). The result is sorted
+// without repeats.
+func ParseChannels(s string) ([]int, error) {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "all") {
+		return nil, nil
+	}
+	if s == "" {
+		return nil, errors.New("empty channel list (want channels as 0-3;7, or all)")
+	}
+	var chans []int
+	for _, part := range strings.Split(s, ";") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := parseChannel(lo)
+		if err != nil {
+			return nil, fmt.Errorf("channels %q: %q: %w", s, part, err)
+		}
+		b := a
+		if isRange {
+			if b, err = parseChannel(hi); err != nil {
+				return nil, fmt.Errorf("channels %q: %q: %w", s, part, err)
+			}
+			if b < a {
+				return nil, fmt.Errorf("channels %q: range %q ends before it starts", s, part)
+			}
+		}
+		for c := a; c <= b; c++ {
+			chans = append(chans, c)
+		}
+	}
+	slices.Sort(chans)
+	return slices.Compact(chans), nil
+}
+
+func parseChannel(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 0 || n > MaxChannel {
+		return 0, fmt.Errorf("want a channel number 0..%d", MaxChannel)
+	}
+	return n, nil
 }
 
 // ReplyWindow is how long after receiving a request a feed-handler user may
@@ -130,6 +214,17 @@ func (u User) validate() error {
 	if u.Role != RoleFeedHandler && u.Role != RoleSubscriber {
 		return fmt.Errorf("user %q: Role %v: want RoleFeedHandler or RoleSubscriber", u.Name, u.Role)
 	}
+	if u.Channels != nil && u.Role != RoleSubscriber {
+		return fmt.Errorf("user %q: Channels: only a subscriber has entitlements (a %v serves every channel)", u.Name, u.Role)
+	}
+	if u.Channels != nil && len(u.Channels) == 0 {
+		return fmt.Errorf("user %q: Channels: empty (nil entitles to every channel)", u.Name)
+	}
+	for _, c := range u.Channels {
+		if c < 0 || c > MaxChannel {
+			return fmt.Errorf("user %q: Channels: %d: want 0..%d", u.Name, c, MaxChannel)
+		}
+	}
 	return nil
 }
 
@@ -164,6 +259,21 @@ func permissions(feed string, u User) *server.Permissions {
 			Response: &server.ResponsePermission{MaxMsgs: -1, Expires: ReplyWindow},
 		}
 	case RoleSubscriber:
+		if u.Channels != nil {
+			// Entitled channels only. Key requests go to every channel:
+			// the feed handler refuses them by name (natskeys), so that
+			// the subscriber hears why.
+			var pub, sub []string
+			for _, c := range u.Channels {
+				n := strconv.Itoa(c)
+				pub = append(pub, p+"retransmit."+n, p+"snapshot."+n, p+"session."+n, p+"demand."+n)
+				sub = append(sub, p+"live."+n, p+"live."+n+".>", p+"repair."+n)
+			}
+			return &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: append(pub, p+"keys.*")},
+				Subscribe: &server.SubjectPermission{Allow: append(sub, UserInboxPrefix(u.Name)+".>")},
+			}
+		}
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{p + "retransmit.*", p + "snapshot.*", p + "session.*", p + "demand.*", p + "keys.*"}},
 			Subscribe: &server.SubjectPermission{Allow: []string{p + "live.>", p + "repair.>", UserInboxPrefix(u.Name) + ".>"}},
@@ -180,7 +290,9 @@ func permissions(feed string, u User) *server.Permissions {
 //
 //	fh:secret:feedhandler,alice:pw1:subscriber,bob:nkey=UABC...:subscriber
 //
-// Each entry is name:secret:role. The secret is a password, which may
+// Each entry is name:secret:role[:channels]. The channels, for a
+// subscriber, are those it is entitled to ([ParseChannels]: "0-3;7");
+// without them, every channel. The secret is a password, which may
 // contain ':' but not ',', or "nkey=" followed by the user's public nkey.
 // Spaces around entries are ignored. An empty spec gives no users. Errors
 // name the entry by position and user name, never by its secret.
@@ -202,7 +314,7 @@ func ParseUsers(spec string) ([]User, error) {
 	return users, nil
 }
 
-// LoadUsersFile reads users from a file, one name:secret:role entry (as in
+// LoadUsersFile reads users from a file, one name:secret:role[:channels] entry (as in
 // [ParseUsers]) a line. Blank lines and lines whose first non-space
 // character is '#' are skipped; a '#' elsewhere belongs to the entry, since
 // passwords may contain it. Passwords may contain ',' here. Errors name the
@@ -237,18 +349,26 @@ func LoadUsersFile(path string) ([]User, error) {
 	return users, nil
 }
 
-// parseUser parses one name:secret:role entry. Its error starts with ": ",
-// to follow the entry's position.
+// parseUser parses one name:secret:role[:channels] entry. Its error starts
+// with ": ", to follow the entry's position.
 func parseUser(entry string) (User, error) {
 	first := strings.IndexByte(entry, ':')
 	last := strings.LastIndexByte(entry, ':')
 	if entry == "" {
-		return User{}, errors.New(": empty (want name:secret:role)")
+		return User{}, errors.New(": empty (want name:secret:role[:channels])")
 	}
 	if first < 0 || first == last {
-		return User{}, errors.New(": want name:secret:role")
+		return User{}, errors.New(": want name:secret:role[:channels]")
 	}
 	u := User{Name: strings.TrimSpace(entry[:first])}
+	role, chans := entry[last+1:], ""
+	if _, err := ParseRole(role); err != nil {
+		// name:secret:role:channels (a password may hold ':', so the
+		// last field is a role or, failing that, the channels).
+		if prev := strings.LastIndexByte(entry[:last], ':'); prev > first {
+			role, chans, last = entry[prev+1:last], entry[last+1:], prev
+		}
+	}
 	secret := entry[first+1 : last]
 	if k, ok := strings.CutPrefix(secret, "nkey="); ok {
 		u.NKey = k
@@ -256,8 +376,13 @@ func parseUser(entry string) (User, error) {
 		u.Password = secret
 	}
 	var err error
-	if u.Role, err = ParseRole(entry[last+1:]); err != nil {
+	if u.Role, err = ParseRole(role); err != nil {
 		return User{}, fmt.Errorf(": user %q: %w", u.Name, err)
+	}
+	if chans != "" {
+		if u.Channels, err = ParseChannels(chans); err != nil {
+			return User{}, fmt.Errorf(": user %q: %w", u.Name, err)
+		}
 	}
 	if err := u.validate(); err != nil {
 		return User{}, fmt.Errorf(": %w", err)

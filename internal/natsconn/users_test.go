@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,6 +34,16 @@ func TestParseUsers(t *testing.T) {
 		{spec: "h:$2a$11$abcdefghijklmnopqrstuv/ABCDEFGHIJKLMNOPQRSTUVWXYZ012:feedhandler", want: []User{
 			{Name: "h", Password: "$2a$11$abcdefghijklmnopqrstuv/ABCDEFGHIJKLMNOPQRSTUVWXYZ012", Role: RoleFeedHandler},
 		}},
+		{spec: "alice:pw:subscriber:0-2;5, bob:a:b:subscriber:all, carol:pw:subscriber:3;1;1-2", want: []User{
+			{Name: "alice", Password: "pw", Role: RoleSubscriber, Channels: []int{0, 1, 2, 5}},
+			{Name: "bob", Password: "a:b", Role: RoleSubscriber},
+			{Name: "carol", Password: "pw", Role: RoleSubscriber, Channels: []int{1, 2, 3}},
+		}},
+		{spec: "fh:secret:feedhandler:0", err: `entry 1: user "fh": Channels: only a subscriber has entitlements`},
+		{spec: "alice:pw:subscriber:0-x", err: `entry 1: user "alice": channels "0-x": "0-x": want a channel number 0..1023`},
+		{spec: "alice:pw:subscriber:3-1", err: `entry 1: user "alice": channels "3-1": range "3-1" ends before it starts`},
+		{spec: "alice:pw:subscriber:2000", err: `want a channel number 0..1023`},
+		{spec: "alice:pw:admin:0", err: `entry 1: user "alice": unknown role "admin"`},
 		{spec: "fh:secret", err: "entry 1: want name:secret:role"},
 		{spec: "fh:secret:feedhandler,alice", err: "entry 2: want name:secret:role"},
 		{spec: "fh:secret:feedhandler,,alice:pw:subscriber", err: "entry 2: empty"},
@@ -110,6 +121,39 @@ func TestLoadUsersFile(t *testing.T) {
 	}
 	if _, err := LoadUsersFile(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestChannelList(t *testing.T) {
+	for _, tc := range []struct {
+		in, out string
+		err     string
+	}{
+		{"all", "all", ""}, {"ALL", "all", ""}, {"0", "0", ""}, {"0-3;7", "0-3;7", ""},
+		{" 7 ; 0-1;2 ", "0-2;7", ""}, {"1;3;5", "1;3;5", ""},
+		{"", "", "empty channel list"}, {";", "", `";": ""`}, {"-1", "", "want a channel number"},
+	} {
+		chans, err := ParseChannels(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseChannels(%q) = %v, %v; want error %q", tc.in, chans, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseChannels(%q): %v", tc.in, err)
+			continue
+		}
+		u := User{Channels: chans}
+		if got := u.ChannelList(); got != tc.out {
+			t.Errorf("ParseChannels(%q).ChannelList() = %q, want %q", tc.in, got, tc.out)
+		}
+		for c := range 10 {
+			want := tc.out == "all" || slices.Contains(chans, c)
+			if u.Entitled(c) != want {
+				t.Errorf("%q: Entitled(%d) = %v, want %v", tc.in, c, !want, want)
+			}
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -121,6 +122,10 @@ type App struct {
 	// keys are the channels' seal keys (--auth); joined, the channels.
 	keys   *natskeys.Fetcher
 	joined []int
+	// refused are the channels whose keys were refused after start
+	// (an entitlement withdrawn), under refusedMu.
+	refusedMu sync.Mutex
+	refused   []int
 }
 
 // New validates the settings and joins the groups. Its errors are
@@ -156,6 +161,9 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		return nil, err
 	}
 	a.joined = slices.Clone(lib.Subscriber.Join)
+	if len(a.joined) == 0 && len(s.Symbols) > 0 {
+		a.joined, _ = tickcast.ChannelsOf(s.Symbols, s.Channels) // checked by validate
+	}
 	if len(a.joined) == 0 {
 		for ch := range s.Channels {
 			a.joined = append(a.joined, ch)
@@ -515,6 +523,7 @@ func (a *App) connect(cfg recovery.ClientConfig) error {
 	if !s.Recovery {
 		return nil // connected for the live subjects or the keys only
 	}
+	cfg.Channels = a.joined // the repair subjects of the joined channels only
 	if a.rec, err = recovery.NewClient(a.nc, cfg); err != nil {
 		a.closeRecovery()
 		return err
@@ -530,9 +539,23 @@ func (a *App) fetchKeys() error {
 	user := cmp.Or(s.User, "(none)")
 	f, err := natskeys.NewFetcher(a.nc, s.FeedName, s.Channels, a.joined, s.KeyTimeout)
 	if f == nil {
-		return fmt.Errorf("keys: %w (NATS server %s, user %s)", err, a.nc.ConnectedUrlRedacted(), user)
+		why := ""
+		if len(s.Symbols) > 0 && len(s.JoinChannels) == 0 {
+			why = fmt.Sprintf("; --symbols are on channels %v", a.joined)
+		}
+		return fmt.Errorf("keys: %w (NATS server %s, user %s%s)", err, a.nc.ConnectedUrlRedacted(), user, why)
 	}
 	a.keys = f
+	f.OnRefused(func(ch int, err error) {
+		a.refusedMu.Lock()
+		if !slices.Contains(a.refused, ch) {
+			a.refused = append(a.refused, ch)
+			slices.Sort(a.refused)
+		}
+		a.refusedMu.Unlock()
+		a.log.Error().Err(err).Int("channel", ch).Str("nats_url", a.nc.ConnectedUrlRedacted()).Str("user", user).
+			Msg("keys refused: the channel's packets no longer open once the keys held run out (the next rotation), and count as unauthenticated; asked again every 5s")
+	})
 	if err != nil {
 		a.log.Warn().Err(err).Str("nats_url", a.nc.ConnectedUrlRedacted()).Str("user", user).
 			Msg("no keys yet: fetching them in the background; a channel's first packets wait for its keys (at most 2s), and what comes under a key not held is dropped (no_key) and recovered; a feed handler run with --auth=false serves no keys: then run this subscriber with --auth=false too")
@@ -609,8 +632,14 @@ type Summary struct {
 	RcvBuf            int      `json:"rcvbuf"`
 	LatencySummary
 	StageSummary
-	ExitReason string `json:"exit_reason"`
-	OK         bool   `json:"ok"`
+	// KeysRefused are the channels whose keys the feed handler refused
+	// after start (the user's entitlement withdrawn): their packets stopped
+	// opening at a rotation, and their messages from then on are neither
+	// delivered nor counted as missing (nothing verifiable says how many
+	// there were), so the run is not ok.
+	KeysRefused []int  `json:"keys_refused,omitempty"`
+	ExitReason  string `json:"exit_reason"`
+	OK          bool   `json:"ok"`
 
 	// Faults injected by --inject-* and --silence-line (test facility),
 	// summed over every channel and line.
@@ -746,7 +775,10 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 	if h.received > 0 {
 		sum.MallocsPerMsg = float64(allocs) / float64(h.received)
 	}
-	sum.OK = st.Missing == 0 && h.received > 0 &&
+	a.refusedMu.Lock()
+	sum.KeysRefused = slices.Clone(a.refused)
+	a.refusedMu.Unlock()
+	sum.OK = st.Missing == 0 && h.received > 0 && len(sum.KeysRefused) == 0 &&
 		(a.s.Expect == 0 || h.received+st.Conflated == a.s.Expect) && (!a.s.Verify || sum.VerifyOK)
 	return sum
 }

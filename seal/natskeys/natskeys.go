@@ -28,20 +28,69 @@ func Subject(feed string, ch int) string {
 	return "tickcast." + feed + ".keys." + strconv.Itoa(ch)
 }
 
-// Server answers key requests from the schedules of the channels.
-type Server struct {
-	sub      *nats.Subscription
-	schedule func(ch int) *seal.Schedule
-	channels int
-	served   atomic.Uint64
-	refused  atomic.Uint64
+// ServerConfig configures a key Server.
+type ServerConfig struct {
+	// Feed names the feed in the subjects.
+	Feed string
+	// Channels is the feed's number of channels.
+	Channels int
+	// Schedule returns channel ch's current schedule (nil while it has
+	// none).
+	Schedule func(ch int) *seal.Schedule
+	// Entitled, if set, says whether user (the requester: see Requester)
+	// may be given channel ch's keys; its error is the refusal's reason.
+	// Nil: anyone the NATS server lets ask is.
+	Entitled func(user string, ch int) error
+	// Audit, if set, is called with every key reply, given or refused.
+	Audit func(Grant)
 }
 
-// Serve subscribes to feed's key subjects. schedule returns channel ch's
-// current schedule (nil while it has none).
-func Serve(nc *nats.Conn, feed string, channels int, schedule func(ch int) *seal.Schedule) (*Server, error) {
-	s := &Server{schedule: schedule, channels: channels}
-	sub, err := nc.Subscribe("tickcast."+feed+".keys.*", s.answer)
+// Grant is one key reply, for the audit (docs/security.md).
+type Grant struct {
+	Time    time.Time `json:"time"`
+	User    string    `json:"user"`
+	Channel int       `json:"channel"`
+	// Session and Epochs say which keys were given (none when refused);
+	// a key's id is SESSION/CHANNEL/EPOCH (KeyID).
+	Session string   `json:"session,omitempty"`
+	Epochs  []uint32 `json:"epochs,omitempty"`
+	// Refused is the reason no key was given; empty when they were.
+	Refused string `json:"refused,omitempty"`
+	// Answered is false for a refusal that got no reply (its reply
+	// subject is nobody's inbox).
+	Answered bool `json:"answered"`
+}
+
+// KeyID names one epoch's key of a channel's session.
+func KeyID(session string, ch int, epoch uint32) string {
+	return session + "/" + strconv.Itoa(ch) + "/" + strconv.FormatUint(uint64(epoch), 10)
+}
+
+// Requester returns the user a request's reply goes to: the name of its
+// inbox prefix _INBOX_<name> (natsconn.UserInboxPrefix), which a NATS
+// server with users lets only that user read. It is "" for the default
+// prefix, and for a reply subject that is no inbox.
+func Requester(reply string) string {
+	name, ok := strings.CutPrefix(reply, "_INBOX_")
+	if !ok {
+		return ""
+	}
+	name, _, _ = strings.Cut(name, ".")
+	return name
+}
+
+// Server answers key requests from the schedules of the channels.
+type Server struct {
+	cfg     ServerConfig
+	sub     *nats.Subscription
+	served  atomic.Uint64
+	refused atomic.Uint64
+}
+
+// Serve subscribes to cfg.Feed's key subjects.
+func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
+	s := &Server{cfg: cfg}
+	sub, err := nc.Subscribe("tickcast."+cfg.Feed+".keys.*", s.answer)
 	if err != nil {
 		return nil, fmt.Errorf("natskeys: subscribe: %w", err)
 	}
@@ -56,27 +105,51 @@ func (s *Server) answer(m *nats.Msg) {
 	var r seal.Reply
 	ch, err := strconv.Atoi(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
 	var sch *seal.Schedule
-	if err == nil && ch >= 0 && ch < s.channels {
-		sch = s.schedule(ch)
+	if err == nil && ch >= 0 && ch < s.cfg.Channels {
+		sch = s.cfg.Schedule(ch)
 	}
 	if len(m.Data) > 0 && (sch == nil || string(m.Data) != sch.Session().String()) {
 		// Keys of a session this feed handler does not publish: another
 		// one of the feed may (a restarted or a second feed handler).
 		return
 	}
+	g := Grant{Time: time.Now(), User: Requester(m.Reply), Channel: ch, Answered: true}
+	var why error
+	if s.cfg.Entitled != nil && err == nil {
+		why = s.cfg.Entitled(g.User, ch)
+	}
 	switch {
-	case err != nil || ch < 0 || ch >= s.channels:
-		r.Error = fmt.Sprintf("%s: no such channel (the feed has %d)", m.Subject, s.channels)
+	case err != nil || ch < 0 || ch >= s.cfg.Channels:
+		r.Error = fmt.Sprintf("%s: no such channel (the feed has %d)", m.Subject, s.cfg.Channels)
+	case why != nil:
+		r.Error = why.Error()
+		if g.User == "" {
+			// The reply would go to a subject that is nobody's inbox,
+			// which someone else may read: no answer at all.
+			g.Answered = false
+		}
 	case sch == nil:
 		r.Error = fmt.Sprintf("channel %d has no session yet", ch)
 	default:
-		if r, err = seal.ReplyFor(sch, time.Now().UnixNano()); err != nil {
+		if r, err = seal.ReplyFor(sch, g.Time.UnixNano()); err != nil {
 			r = seal.Reply{Error: err.Error()}
 		}
 	}
-	b, _ := json.Marshal(&r)
-	if m.Respond(b) != nil {
-		return
+	g.Refused = r.Error
+	if r.Error == "" {
+		g.Session = r.Session
+		for _, k := range r.Keys {
+			g.Epochs = append(g.Epochs, k.Epoch)
+		}
+	}
+	if g.Answered {
+		b, _ := json.Marshal(&r)
+		if m.Respond(b) != nil {
+			return
+		}
+	}
+	if s.cfg.Audit != nil {
+		s.cfg.Audit(g)
 	}
 	if r.Error != "" {
 		s.refused.Add(1)
@@ -108,6 +181,7 @@ type Fetcher struct {
 	fetches  atomic.Uint64
 	failures atomic.Uint64
 	lastErr  atomic.Pointer[error]
+	onRefuse atomic.Pointer[func(ch int, err error)]
 	mu       sync.Mutex // serializes the replacements of keys
 	// ctx ends every request in flight at Close.
 	ctx    context.Context
@@ -174,6 +248,11 @@ func (f *Fetcher) Miss(ch int, session mold.Session) {
 	}
 }
 
+// OnRefused sets a function called (from the fetcher's goroutine) when a
+// channel's keys are refused after NewFetcher: the user's entitlement was
+// withdrawn. The keys held still open their epochs; nothing opens after.
+func (f *Fetcher) OnRefused(fn func(ch int, err error)) { f.onRefuse.Store(&fn) }
+
 // Stats returns the fetches made and those that failed, and the last
 // failure.
 func (f *Fetcher) Stats() (fetches, failures uint64, last error) {
@@ -201,6 +280,10 @@ const (
 	sessionTimeout = 250 * time.Millisecond
 	sessionGap     = time.Second
 )
+
+// refusedGap is how long a channel whose keys were refused waits before it
+// asks again (an entitlement given back is taken up within it).
+const refusedGap = 5 * time.Second
 
 // errNotConnected is fetch's error while the connection is down: the
 // fetch is tried again at the next poke, not after a gap.
@@ -231,6 +314,14 @@ func (f *Fetcher) fetch(ch int, session mold.Session) error {
 		ctx, cancel := context.WithTimeout(f.ctx, timeout)
 		defer cancel()
 		m, err := f.nc.RequestWithContext(ctx, subj, body)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			// A NATS server whose permissions refuse the request drops
+			// it and tells the connection (asynchronously): say that,
+			// rather than that nobody answered.
+			if last := f.nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+subj+`"`) {
+				return fmt.Errorf("natskeys: %s on %s: %w: the NATS server refused the request (%v)", subj, f.nc.ConnectedUrlRedacted(), seal.ErrRefused, last)
+			}
+		}
 		if errors.Is(err, nats.ErrNoResponders) {
 			return fmt.Errorf("natskeys: %s on %s: %w", subj, f.nc.ConnectedUrlRedacted(), ErrNoResponders)
 		}
@@ -254,12 +345,17 @@ func (f *Fetcher) fetch(ch int, session mold.Session) error {
 	if err != nil {
 		f.failures.Add(1)
 		f.lastErr.Store(&err)
+		if fn := f.onRefuse.Load(); fn != nil && errors.Is(err, seal.ErrRefused) {
+			(*fn)(ch, err)
+		}
 	}
 	return err
 }
 
-// run fetches each channel's keys again once the clock reaches the last
-// epoch it holds a key for (so the next is there before it is used), and
+// run fetches each channel's keys again once the clock is within
+// seal.FetchAhead of the end of the last epoch it holds a key for (so the
+// next is there before it is used: the feed handler hands it out from
+// seal.Lead before), and
 // at once when poked, at most every minGap per channel.
 func (f *Fetcher) run() {
 	defer f.wg.Done()
@@ -279,12 +375,15 @@ func (f *Fetcher) run() {
 			}
 			if time.Since(*at) >= gap {
 				*at = time.Now()
-				if err := f.fetch(w.ch, w.session); errors.Is(err, errNotConnected) || errors.Is(err, ErrNoResponders) {
+				switch err := f.fetch(w.ch, w.session); {
+				case errors.Is(err, errNotConnected) || errors.Is(err, ErrNoResponders):
 					// Again 10 ms on: the connection, or the feed
 					// handler's key server, is coming up. (A forged
 					// session meets a server that does not answer: a
 					// timeout, which waits the whole gap.)
 					*at = time.Now().Add(10*time.Millisecond - gap)
+				case errors.Is(err, seal.ErrRefused):
+					last[w.ch], lastNamed[w.ch] = time.Now().Add(refusedGap), time.Now().Add(refusedGap)
 				}
 			}
 		case now := <-tick.C:
@@ -295,11 +394,13 @@ func (f *Fetcher) run() {
 				if ks != nil {
 					session, _ = ks.Latest()
 					maxE, _ := ks.MaxEpoch(session)
-					due = seal.Epoch(now.UnixNano(), rot) >= maxE
+					due = seal.Epoch(now.UnixNano()+int64(seal.FetchAhead(rot)), rot) > maxE
 				}
 				if due && time.Since(last[ch]) >= minGap {
 					last[ch] = now
-					f.fetch(ch, session)
+					if err := f.fetch(ch, session); errors.Is(err, seal.ErrRefused) {
+						last[ch], lastNamed[ch] = now.Add(refusedGap), now.Add(refusedGap)
+					}
 				}
 			}
 		}

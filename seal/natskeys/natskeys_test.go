@@ -2,6 +2,10 @@ package natskeys
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,7 +65,7 @@ func TestFetchAndRotate(t *testing.T) {
 	var scheds [2]atomic.Pointer[seal.Schedule]
 	scheds[0].Store(schedule(t, "002SEAR4RH", 0, time.Second))
 	scheds[1].Store(schedule(t, "012SEAR4RH", 1, time.Second))
-	srv, err := Serve(nc, "feed", 2, func(ch int) *seal.Schedule { return scheds[ch].Load() })
+	srv, err := Serve(nc, ServerConfig{Feed: "feed", Channels: 2, Schedule: func(ch int) *seal.Schedule { return scheds[ch].Load() }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +133,7 @@ func TestFetchWithoutFeedHandler(t *testing.T) {
 		t.Fatal("keys without a feed handler")
 	}
 	sch := schedule(t, "002SEAR4RH", 0, time.Hour)
-	srv, err := Serve(nc, "feed", 1, func(int) *seal.Schedule { return sch })
+	srv, err := Serve(nc, ServerConfig{Feed: "feed", Channels: 1, Schedule: func(int) *seal.Schedule { return sch }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,5 +147,167 @@ func TestFetchWithoutFeedHandler(t *testing.T) {
 	}
 	if _, err := f.Keys(0).Open(sealed(t, sch)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEntitlements: the key server hands a channel's keys only to the
+// users its Entitled function allows, knows them by their reply inbox,
+// refuses the others with a reason that names user and channel (or, for a
+// reply subject that is nobody's inbox, not at all), and audits every
+// reply.
+func TestEntitlements(t *testing.T) {
+	users, err := natsconn.ParseUsers("fh:fh:feedhandler,alice:pw:subscriber:0,mallory:pw:subscriber:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := natsconn.StartServer(natsconn.ServerConfig{Host: "127.0.0.1", Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	conn := func(user string) *nats.Conn {
+		opts := []nats.Option{nats.UserInfo(user, map[bool]string{true: "fh", false: "pw"}[user == "fh"])}
+		if user != "fh" {
+			opts = append(opts, nats.CustomInboxPrefix(natsconn.UserInboxPrefix(user)))
+		}
+		nc, err := nats.Connect(srv.ClientURL(), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	sch := [2]*seal.Schedule{schedule(t, "002SEAR4RH", 0, time.Hour), schedule(t, "012SEAR4RH", 1, time.Hour)}
+	var mu sync.Mutex
+	var grants []Grant
+	entitled := func(user string, ch int) error {
+		for _, u := range users {
+			if u.Name == user && u.Entitled(ch) {
+				return nil
+			}
+		}
+		return fmt.Errorf("user %s is not entitled to channel %d", user, ch)
+	}
+	ks, err := Serve(conn("fh"), ServerConfig{Feed: "tickcast", Channels: 2, Schedule: func(ch int) *seal.Schedule { return sch[ch] },
+		Entitled: entitled, Audit: func(g Grant) { mu.Lock(); grants = append(grants, g); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ks.Close()
+
+	alice, mallory := conn("alice"), conn("mallory")
+	f, err := NewFetcher(alice, "tickcast", 2, []int{0}, time.Second)
+	if err != nil {
+		t.Fatalf("alice, entitled to channel 0: %v", err)
+	}
+	f.Close()
+	_, err = NewFetcher(alice, "tickcast", 2, []int{0, 1}, time.Second)
+	if !errors.Is(err, seal.ErrRefused) || !strings.Contains(err.Error(), "user alice is not entitled to channel 1") {
+		t.Errorf("alice asking for channel 1: %v, want a refusal naming her and the channel", err)
+	}
+	// Mallory sends the request with a reply subject she can read that is
+	// not her inbox (a live subject of her channel): no answer goes there.
+	live := subscribe(t, mallory, "tickcast.tickcast.live.1")
+	if err := mallory.PublishRequest(Subject("tickcast", 0), "tickcast.tickcast.live.1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := live.NextMsg(300 * time.Millisecond); err == nil {
+		t.Errorf("a key reply went to a subject that is not mallory's inbox: %s", m.Data)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// alice's two fetchers asked for channel 0 twice (given) and channel 1
+	// once (refused, answered); mallory's request was refused unanswered.
+	if len(grants) != 4 {
+		t.Fatalf("%d grants audited, want 4: %+v", len(grants), grants)
+	}
+	var given, refusedAnswered, refusedSilent int
+	for _, g := range grants {
+		switch {
+		case g.User == "alice" && g.Channel == 0 && g.Session == "002SEAR4RH" && len(g.Epochs) >= 2 && g.Refused == "" && g.Answered:
+			given++
+		case g.User == "alice" && g.Channel == 1 && g.Refused != "" && g.Epochs == nil && g.Answered:
+			refusedAnswered++
+		case g.User == "" && g.Channel == 0 && g.Refused != "" && !g.Answered:
+			refusedSilent++
+		default:
+			t.Errorf("unexpected grant %+v", g)
+		}
+	}
+	if given != 2 || refusedAnswered != 1 || refusedSilent != 1 {
+		t.Errorf("grants: %d given, %d refused with an answer, %d without; want 2, 1, 1", given, refusedAnswered, refusedSilent)
+	}
+	if served, refused := ks.Served(); served != 2 || refused != 2 {
+		t.Errorf("served %d, refused %d", served, refused)
+	}
+}
+
+func subscribe(t *testing.T, nc *nats.Conn, subj string) *nats.Subscription {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+// TestPermissionRefusal: a NATS server whose permissions do not let the
+// user ask for a channel's keys makes NewFetcher fail with a refusal, not
+// wait as for a feed handler that is not up.
+func TestPermissionRefusal(t *testing.T) {
+	users, err := natsconn.ParseUsers("fh:fh:feedhandler,alice:pw:subscriber")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := natsconn.StartServer(natsconn.ServerConfig{Host: "127.0.0.1", Users: users, Feed: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("alice", "pw"), nats.CustomInboxPrefix("_INBOX_alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	// Feed "tickcast" is not the server's feed: alice may not publish there.
+	_, err = NewFetcher(nc, "tickcast", 1, []int{0}, 500*time.Millisecond)
+	if !errors.Is(err, seal.ErrRefused) || !strings.Contains(err.Error(), "refused the request") {
+		t.Errorf("NewFetcher: %v, want the server's refusal", err)
+	}
+}
+
+// TestNextKeyOnlyNearRotation: a reply holds the next epoch's key only
+// within seal.Lead of it, so a user no longer entitled holds no key past
+// the next rotation; the fetcher still holds each key before its epoch.
+func TestNextKeyOnlyNearRotation(t *testing.T) {
+	const rot = time.Hour
+	sch := schedule(t, "002SEAR4RH", 0, rot)
+	start := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC).UnixNano() // an epoch's start
+	e := seal.Epoch(start, rot)
+	for _, tc := range []struct {
+		at   time.Duration // into the epoch
+		next bool
+	}{{0, false}, {30 * time.Minute, false}, {rot - seal.Lead(rot) - time.Second, false}, {rot - seal.Lead(rot), true}, {rot - time.Second, true}} {
+		r, err := seal.ReplyFor(sch, start+int64(tc.at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var epochs []uint32
+		for _, k := range r.Keys {
+			epochs = append(epochs, k.Epoch)
+		}
+		want := []uint32{e - 1, e}
+		if tc.next {
+			want = append(want, e+1)
+		}
+		if !slices.Equal(epochs, want) {
+			t.Errorf("%v into the epoch: epochs %v, want %v", tc.at, epochs, want)
+		}
+	}
+	if seal.FetchAhead(rot) >= seal.Lead(rot) || seal.FetchAhead(rot) <= 0 {
+		t.Errorf("FetchAhead %v, Lead %v: a subscriber must ask after the key is given", seal.FetchAhead(rot), seal.Lead(rot))
 	}
 }
