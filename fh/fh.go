@@ -238,7 +238,17 @@ func (h *FeedHandler) startRecovery() error {
 	if h.srv != nil {
 		liveInterest = h.srv.Interest
 	}
-	rsrv, err := recovery.NewServer(h.nc, recovery.ServerConfig{Feed: h.cfg.FeedName, Channels: h.stores,
+	var sealPart func(ch int, p []byte) ([]byte, error)
+	if !h.cfg.Unsealed {
+		sealPart = func(ch int, p []byte) ([]byte, error) {
+			sch := h.schedules[ch].Load()
+			if sch == nil {
+				return nil, fmt.Errorf("channel %d has no keys yet", ch)
+			}
+			return sch.SealShared(p, time.Now().UnixNano())
+		}
+	}
+	rsrv, err := recovery.NewServer(h.nc, recovery.ServerConfig{Feed: h.cfg.FeedName, Channels: h.stores, Seal: sealPart,
 		MaxRetransmit: h.cfg.MaxRetransmit, RateLimit: h.cfg.RateLimit, Live: live, LiveInterest: liveInterest,
 		RepairWindow: h.cfg.RepairWindow, Queue: h.cfg.RecoveryQueue, Hold: h.rejoin,
 		Log: h.log.With().Str("role", "recovery").Logger()})

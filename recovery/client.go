@@ -63,6 +63,12 @@ type ClientConfig struct {
 	// DefaultRepairBackoff; negative: never wait. Not used with
 	// InlineOnly.
 	RepairBackoff time.Duration
+	// Open, if set, verifies each reply part of channel ch (sealed by the
+	// feed handler: ServerConfig.Seal) and returns it without its seal. A
+	// part that does not open is dropped and counted
+	// (ClientStats.Unverified): its call then lacks a part and is asked
+	// for again.
+	Open func(ch int, p []byte) ([]byte, error)
 	// Channels, if any, are the channels whose repair subjects the client
 	// listens to; none: every channel's (tickcast.FEED.repair.*). A user
 	// entitled to some channels only may not subscribe to the others'
@@ -200,6 +206,9 @@ type ClientStats struct {
 	// BackedOff counts requests that waited a random back-off before they
 	// were sent or answered by a repair heard meanwhile.
 	BackedOff uint64
+	// Unverified counts reply and repair parts dropped because they did
+	// not open (ClientConfig.Open): forged, or under a key not held yet.
+	Unverified uint64
 }
 
 // Client is the subscriber side of recovery. The trackers' requests are
@@ -238,7 +247,7 @@ type Client struct {
 	results []*Result
 	pending atomic.Int64
 
-	requests, failed, recovered, heard, backedOff atomic.Uint64
+	requests, failed, recovered, heard, backedOff, unverified atomic.Uint64
 	// sharedAt is when the client last saw a sign that other subscribers
 	// lose what it loses (Unix nanoseconds; see ClientConfig.RepairBackoff).
 	sharedAt atomic.Int64
@@ -425,7 +434,20 @@ func errClosed(k *call) error {
 // Stats returns the counters.
 func (c *Client) Stats() ClientStats {
 	return ClientStats{Requests: c.requests.Load(), Failed: c.failed.Load(), Recovered: c.recovered.Load(), Heard: c.heard.Load(),
-		BackedOff: c.backedOff.Load()}
+		BackedOff: c.backedOff.Load(), Unverified: c.unverified.Load()}
+}
+
+// open verifies part p of channel ch (ClientConfig.Open); false: drop it.
+func (c *Client) open(ch int, p []byte) ([]byte, bool) {
+	if c.cfg.Open == nil {
+		return p, true
+	}
+	out, err := c.cfg.Open(ch, p)
+	if err != nil {
+		c.unverified.Add(1)
+		return nil, false
+	}
+	return out, true
 }
 
 // Request hands over a request of channel ch's tracker; the client's
@@ -772,10 +794,15 @@ func (c *Client) take(k *call, m *nats.Msg) (final, again bool, fail error) {
 		}
 		return true, false, fail
 	}
+	ch, _ := channelOf(k.subject) // the client's own subject
+	p, ok := c.open(ch, m.Data)
+	if !ok {
+		return false, false, nil // not the feed handler's: the genuine part may still come
+	}
 	if n, err := strconv.Atoi(m.Header.Get(HeaderPart)); err != nil || n != len(k.parts)+1 {
 		return true, false, &ReplyError{Reason: fmt.Sprintf("%s: part %q out of order after %d parts", k.subject, m.Header.Get(HeaderPart), len(k.parts))}
 	}
-	k.parts = append(k.parts, m.Data)
+	k.parts = append(k.parts, p)
 	return false, false, nil
 }
 
@@ -842,8 +869,14 @@ func (c *Client) repaired(m *nats.Msg) {
 			r = &heardRepair{id: id}
 			c.partial[id] = r
 		}
-		r.parts = append(r.parts, m.Data)
-		r.bytes += len(m.Data)
+		ch, err := channelOf(m.Subject)
+		p, ok := c.open(ch, m.Data)
+		if err != nil || !ok {
+			c.repMu.Unlock()
+			return
+		}
+		r.parts = append(r.parts, p)
+		r.bytes += len(p)
 		c.repMu.Unlock()
 		return
 	}

@@ -14,12 +14,19 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/seal"
 )
 
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	// Feed names the feed in the subjects; default DefaultFeed.
 	Feed string
+	// Seal, if set, seals every reply part (retransmissions, repairs and
+	// snapshots: MoldUDP64 packets) of channel ch as the channel's data
+	// packets are (package seal), so that a subscriber opens them with
+	// the same keys (ClientConfig.Open). p has seal.Overhead bytes of
+	// spare capacity.
+	Seal func(ch int, p []byte) ([]byte, error)
 	// Channels are the feed's channels, index = channel number.
 	Channels []*Channel
 	// MaxRetransmit is the most messages one request may ask for,
@@ -625,7 +632,7 @@ func (s *Server) retransmit(m *nats.Msg) {
 		s.reject(m, &ReplyError{Code: CodeRateLimited, Reason: fmt.Sprintf("channel %d: more than %.0f messages per second asked by %s", ch, s.cfg.RateLimit, requester(m.Reply))})
 		return
 	}
-	parts, err := readParts(c, req)
+	parts, err := s.readParts(ch, c, req)
 	if err != nil {
 		var re *ReplyError
 		errors.As(err, &re)
@@ -741,14 +748,46 @@ func (s *Server) peerRepair(m *nats.Msg) {
 	s.remember(key, e)
 }
 
-// readParts copies the requested messages out of the store into packets.
-func readParts(c *Channel, req mold.Request) ([][]byte, error) {
+// partBuilder frames reply parts, sealed when the server seals.
+type partBuilder struct {
+	b    *mold.Builder
+	ch   int
+	seal func(ch int, p []byte) ([]byte, error)
+	err  error // the first sealing error
+}
+
+func (s *Server) newParts(ch int) *partBuilder {
 	b, _ := mold.NewBuilder(MaxPartBytes)
+	if s.cfg.Seal != nil {
+		b.SetTail(seal.Overhead)
+	}
+	return &partBuilder{b: b, ch: ch, seal: s.cfg.Seal}
+}
+
+// finish returns the part built, a copy, sealed.
+func (pb *partBuilder) finish() []byte {
+	p := pb.b.Finish()
+	out := append(make([]byte, 0, len(p)+seal.Overhead), p...)
+	if pb.seal == nil {
+		return out
+	}
+	sealed, err := pb.seal(pb.ch, out)
+	if err != nil && pb.err == nil {
+		pb.err = fmt.Errorf("seal a reply part of channel %d: %w", pb.ch, err)
+	}
+	return sealed
+}
+
+// readParts copies the requested messages of channel ch out of the store
+// into packets.
+func (s *Server) readParts(ch int, c *Channel, req mold.Request) ([][]byte, error) {
+	pb := s.newParts(ch)
+	b := pb.b
 	var parts [][]byte
 	b.Start(req.Session, req.Seq)
 	err := c.Read(req.Session, req.Seq, int(req.Count), func(seq uint64, msg []byte) error {
 		if !b.Add(msg) {
-			parts = append(parts, append([]byte(nil), b.Finish()...))
+			parts = append(parts, pb.finish())
 			b.Start(req.Session, seq)
 			if !b.Add(msg) {
 				return fmt.Errorf("message %d of %d bytes does not fit a part", seq, len(msg))
@@ -760,7 +799,10 @@ func readParts(c *Channel, req mold.Request) ([][]byte, error) {
 		return nil, storeError(req, err)
 	}
 	if b.Count() > 0 {
-		parts = append(parts, append([]byte(nil), b.Finish()...))
+		parts = append(parts, pb.finish())
+	}
+	if pb.err != nil {
+		return nil, &ReplyError{Code: CodeBadRequest, Reason: pb.err.Error()}
 	}
 	return parts, nil
 }
@@ -811,17 +853,22 @@ func (s *Server) snapshot(m *nats.Msg) {
 	// Every part is a packet of the snapshot's session whose sequence field
 	// is the sequence the snapshot reflects.
 	var parts [][]byte
-	b, _ := mold.NewBuilder(MaxPartBytes)
+	pb := s.newParts(ch)
+	b := pb.b
 	b.Start(session, seq)
 	for _, msg := range msgs {
 		if !b.Add(msg) {
-			parts = append(parts, append([]byte(nil), b.Finish()...))
+			parts = append(parts, pb.finish())
 			b.Start(session, seq)
 			b.Add(msg)
 		}
 	}
 	if b.Count() > 0 {
-		parts = append(parts, append([]byte(nil), b.Finish()...))
+		parts = append(parts, pb.finish())
+	}
+	if pb.err != nil {
+		s.reject(m, &ReplyError{Code: CodeBadRequest, Reason: pb.err.Error()})
+		return
 	}
 	count := uint64(len(msgs))
 	hdr := nats.Header{}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/tickcast/tickcast/mold"
@@ -32,6 +33,7 @@ type Schedule struct {
 	secret   []byte
 	rotation time.Duration
 	cur      *Key
+	shared   atomic.Pointer[Key] // SealShared's current key
 }
 
 // NewSchedule returns the schedule of channel's session with its secret
@@ -63,6 +65,24 @@ func (s *Schedule) Seal(p []byte, nowNs int64) ([]byte, error) {
 		}
 	}
 	return s.cur.Seal(p)
+}
+
+// SealShared is Seal for any goroutine (the recovery server's replies, the
+// publisher's packets use Seal): safe for concurrent use.
+func (s *Schedule) SealShared(p []byte, nowNs int64) ([]byte, error) {
+	e := Epoch(nowNs, s.rotation)
+	k := s.shared.Load()
+	if k == nil || k.Epoch != e {
+		kb, err := s.KeyBytes(e)
+		if err != nil {
+			return nil, err
+		}
+		if k, err = NewKey(e, kb); err != nil {
+			return nil, err
+		}
+		s.shared.Store(k)
+	}
+	return k.Seal(p)
 }
 
 // KeyBytes returns the key of epoch e. It is safe for concurrent use.

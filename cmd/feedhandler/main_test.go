@@ -134,3 +134,34 @@ func TestBadSettingsSayWhere(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageReportFlag: --usage-report prints the report of an audit file
+// and exits 0; a missing file exits 1 naming it; a bad entitlement in
+// --nats-users exits 2 naming the user.
+func TestUsageReportFlag(t *testing.T) {
+	dir := t.TempDir()
+	audit := filepath.Join(dir, "audit.jsonl")
+	line := `{"time":"2026-12-04T13:54:09Z","user":"alice","channel":1,"session":"002SEICD0H","epochs":[7,8],"answered":true}` + "\n"
+	if err := os.WriteFile(audit, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"--usage-report", audit}, env(nil), &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	want := "day,user,channel,first_key,last_key,keys,sessions,replies,refused\n2026-12-04,alice,1,2026-12-04T13:54:09Z,2026-12-04T13:54:09Z,2,1,1,0\n"
+	if out.String() != want {
+		t.Errorf("report %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	errb.Reset()
+	missing := filepath.Join(dir, "none.jsonl")
+	if code := run([]string{"--usage-report", missing}, env(nil), &out, &errb); code != 1 || !strings.Contains(errb.String(), "none.jsonl") {
+		t.Errorf("missing file: exit %d, %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"--nats-users", "fh:pw:feedhandler,alice:pw:subscriber:0-x"}, env(nil), &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), `user "alice": channels "0-x"`) {
+		t.Errorf("bad entitlement: exit %d, %q", code, errb.String())
+	}
+}

@@ -3,6 +3,7 @@ package natsconn
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -147,6 +148,24 @@ func (cfg ConnConfig) validate() error {
 	return nil
 }
 
+// With the default ReconnectWait, a connection tries fastAttempts times
+// fastWait apart before it waits DefaultReconnectWait (plus up to 100 ms of
+// jitter) between attempts: a subscriber started with its feed handler, or
+// whose feed handler's embedded server restarts, is connected (and holds
+// its keys) within milliseconds of the server, not a quarter second; a
+// server that stays down is asked four times a second.
+const (
+	fastAttempts = 25
+	fastWait     = 10 * time.Millisecond
+)
+
+func reconnectDelay(attempts int) time.Duration {
+	if attempts <= fastAttempts {
+		return fastWait
+	}
+	return DefaultReconnectWait + rand.N(100*time.Millisecond)
+}
+
 // options translates a validated config, and the log function, into
 // nats.go options.
 func (cfg ConnConfig) options(log func(event string, err error)) ([]nats.Option, error) {
@@ -155,9 +174,13 @@ func (cfg ConnConfig) options(log func(event string, err error)) ([]nats.Option,
 		wait = DefaultReconnectWait
 	}
 	rl := &reconnectLog{log: log, start: time.Now()}
+	delay := nats.ReconnectWait(wait)
+	if cfg.ReconnectWait == 0 {
+		delay = nats.CustomReconnectDelay(reconnectDelay)
+	}
 	opts := []nats.Option{
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(wait),
+		delay,
 		// Reconnect forever: an authentication failure after a server
 		// restart is reported and retried, not final.
 		nats.IgnoreAuthErrorAbort(),

@@ -57,6 +57,15 @@
 //	             tickcast.FEED.demand.*
 //	             tickcast.FEED.keys.*
 //
+// A subscriber with [User.Channels] (entitlements: the users file's fourth
+// field, "alice:pw:subscriber:0-1") has the channel subjects of those
+// channels only, in place of the wildcards: tickcast.FEED.retransmit.CH,
+// .snapshot.CH, .session.CH and .demand.CH to publish, .live.CH, .live.CH.>
+// and .repair.CH to subscribe. It keeps tickcast.FEED.keys.*: the feed
+// handler's key server refuses the other channels' keys itself, by name,
+// so that the subscriber hears why. [Server.SetUsers] replaces the users
+// of a running server.
+//
 // The session record grants of a feed handler are JetStream API requests
 // and the record's subject, for bucket tickcast_sessions (stream
 // KV_tickcast_sessions) and key FEED only:
@@ -101,6 +110,9 @@
 //	    { user: alice, password: "...", permissions: {
 //	        publish: { allow: ["tickcast.tickcast.retransmit.*", "tickcast.tickcast.snapshot.*", "tickcast.tickcast.session.*", "tickcast.tickcast.demand.*", "tickcast.tickcast.keys.*"] }
 //	        subscribe: { allow: ["tickcast.tickcast.live.>", "tickcast.tickcast.repair.>", "_INBOX_alice.>"] } } }
+//	    { user: bob, password: "...", permissions: {   # entitled to channel 2 only
+//	        publish: { allow: ["tickcast.tickcast.retransmit.2", "tickcast.tickcast.snapshot.2", "tickcast.tickcast.session.2", "tickcast.tickcast.demand.2", "tickcast.tickcast.keys.2"] }
+//	        subscribe: { allow: ["tickcast.tickcast.live.2", "tickcast.tickcast.live.2.>", "tickcast.tickcast.repair.2", "_INBOX_bob.>"] } } }
 //	  ]
 //	}
 //

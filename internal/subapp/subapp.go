@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,6 +36,7 @@ import (
 	"github.com/tickcast/tickcast/internal/tracing"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
+	"github.com/tickcast/tickcast/seal"
 	"github.com/tickcast/tickcast/seal/natskeys"
 	"github.com/tickcast/tickcast/seqgap"
 	"github.com/tickcast/tickcast/ud"
@@ -524,6 +526,22 @@ func (a *App) connect(cfg recovery.ClientConfig) error {
 		return nil // connected for the live subjects or the keys only
 	}
 	cfg.Channels = a.joined // the repair subjects of the joined channels only
+	if a.keys != nil {
+		// Retransmissions, repairs and snapshots are sealed as the data
+		// packets are.
+		cfg.Open = func(ch int, p []byte) ([]byte, error) {
+			ks := a.keys.Keys(ch)
+			if ks == nil {
+				return nil, errors.New("no keys yet")
+			}
+			out, err := ks.Open(p)
+			var se *seal.Error
+			if errors.As(err, &se) && (se.Err == seal.ErrUnknownEpoch || !ks.HasSession(se.Session)) {
+				a.keys.Miss(ch, se.Session)
+			}
+			return out, err
+		}
+	}
 	if a.rec, err = recovery.NewClient(a.nc, cfg); err != nil {
 		a.closeRecovery()
 		return err
@@ -595,41 +613,45 @@ type Summary struct {
 	RecoveryFailed    uint64   `json:"recovery_failed"`
 	RecoveryHeard     uint64   `json:"recovery_heard"`
 	RecoveryBackedOff uint64   `json:"recovery_backed_off"`
-	Snapshots         uint64   `json:"snapshots"`
-	SnapshotMessages  uint64   `json:"snapshot_messages"`
-	RecoveryMeanUs    float64  `json:"recovery_mean_us"`
-	RecoveryMaxUs     float64  `json:"recovery_max_us"`
-	RecoveryP99Us     float64  `json:"recovery_p99_us"`
-	Requests          uint64   `json:"requests"`
-	Reordered         uint64   `json:"reordered"`
-	WindowFull        uint64   `json:"window_full"`
-	InstrumentGaps    uint64   `json:"instrument_gaps"`
-	Stale             uint64   `json:"stale"`
-	PacketsA          uint64   `json:"packets_a"`
-	PacketsB          uint64   `json:"packets_b"`
-	Duplicates        uint64   `json:"duplicates"`
-	DuplicatePackets  uint64   `json:"duplicate_packets"`
-	Foreign           uint64   `json:"foreign"`
-	Competing         uint64   `json:"competing"`
-	Unvetted          uint64   `json:"unvetted"`
-	Malformed         uint64   `json:"malformed"`
-	Unauthenticated   uint64   `json:"unauthenticated"`
-	NoKey             uint64   `json:"no_key"`
-	KernelDrops       uint64   `json:"kernel_drops"`
-	RingFull          uint64   `json:"ring_full"`
-	Sessions          uint64   `json:"sessions"`
-	SessionsEnded     uint64   `json:"sessions_ended"`
-	SessionsAbrupt    uint64   `json:"sessions_abrupt"`
-	WinsA             uint64   `json:"wins_a"`
-	WinsB             uint64   `json:"wins_b"`
-	Verify            bool     `json:"verify"`
-	VerifyOK          bool     `json:"verify_ok"`
-	VerifyErrors      uint64   `json:"verify_errors"`
-	FirstVerifyError  string   `json:"first_verify_error,omitempty"`
-	MallocsPerMsg     float64  `json:"mallocs_per_msg"`
-	ElapsedS          float64  `json:"elapsed_s"`
-	MsgsPerS          float64  `json:"msgs_per_s"`
-	RcvBuf            int      `json:"rcvbuf"`
+	// RecoveryUnverified counts retransmission, repair and snapshot parts
+	// dropped because their seal did not open (forged, or under a key not
+	// held yet: asked for again).
+	RecoveryUnverified uint64  `json:"recovery_unverified"`
+	Snapshots          uint64  `json:"snapshots"`
+	SnapshotMessages   uint64  `json:"snapshot_messages"`
+	RecoveryMeanUs     float64 `json:"recovery_mean_us"`
+	RecoveryMaxUs      float64 `json:"recovery_max_us"`
+	RecoveryP99Us      float64 `json:"recovery_p99_us"`
+	Requests           uint64  `json:"requests"`
+	Reordered          uint64  `json:"reordered"`
+	WindowFull         uint64  `json:"window_full"`
+	InstrumentGaps     uint64  `json:"instrument_gaps"`
+	Stale              uint64  `json:"stale"`
+	PacketsA           uint64  `json:"packets_a"`
+	PacketsB           uint64  `json:"packets_b"`
+	Duplicates         uint64  `json:"duplicates"`
+	DuplicatePackets   uint64  `json:"duplicate_packets"`
+	Foreign            uint64  `json:"foreign"`
+	Competing          uint64  `json:"competing"`
+	Unvetted           uint64  `json:"unvetted"`
+	Malformed          uint64  `json:"malformed"`
+	Unauthenticated    uint64  `json:"unauthenticated"`
+	NoKey              uint64  `json:"no_key"`
+	KernelDrops        uint64  `json:"kernel_drops"`
+	RingFull           uint64  `json:"ring_full"`
+	Sessions           uint64  `json:"sessions"`
+	SessionsEnded      uint64  `json:"sessions_ended"`
+	SessionsAbrupt     uint64  `json:"sessions_abrupt"`
+	WinsA              uint64  `json:"wins_a"`
+	WinsB              uint64  `json:"wins_b"`
+	Verify             bool    `json:"verify"`
+	VerifyOK           bool    `json:"verify_ok"`
+	VerifyErrors       uint64  `json:"verify_errors"`
+	FirstVerifyError   string  `json:"first_verify_error,omitempty"`
+	MallocsPerMsg      float64 `json:"mallocs_per_msg"`
+	ElapsedS           float64 `json:"elapsed_s"`
+	MsgsPerS           float64 `json:"msgs_per_s"`
+	RcvBuf             int     `json:"rcvbuf"`
 	LatencySummary
 	StageSummary
 	// KeysRefused are the channels whose keys the feed handler refused
@@ -763,6 +785,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 	if a.rec != nil {
 		rs := a.rec.Stats()
 		sum.RecoveryFailed, sum.RecoveryHeard, sum.RecoveryBackedOff = rs.Failed, rs.Heard, rs.BackedOff
+		sum.RecoveryUnverified = rs.Unverified
 		_, mean, maxLat := a.sub.RecoveryLatency()
 		sum.RecoveryMeanUs, sum.RecoveryMaxUs = float64(mean)/1e3, float64(maxLat)/1e3
 		sum.RecoveryP99Us = a.met.recoveryP99()

@@ -197,7 +197,7 @@ type want struct {
 // NewFetcher fetches the keys of channels (indexes into a feed of
 // channels), waiting up to timeout for each, and then keeps them fresh
 // until Close. A channel whose keys could not be fetched yet (no feed
-// handler answers: it may start later) is fetched again every 100 ms, and
+// handler answers: it may start later) is fetched again every 20 ms, and
 // at once on Miss; its error is returned beside the working Fetcher. A
 // refusal (seal.ErrRefused: the channel does not exist, or the user is not
 // entitled to it) is returned with no Fetcher.
@@ -359,10 +359,12 @@ func (f *Fetcher) fetch(ch int, session mold.Session) error {
 // at once when poked, at most every minGap per channel.
 func (f *Fetcher) run() {
 	defer f.wg.Done()
-	const minGap = 50 * time.Millisecond
+	const minGap = 20 * time.Millisecond
 	last := make([]time.Time, len(f.keys))      // refreshes and fetches of any session
 	lastNamed := make([]time.Time, len(f.keys)) // fetches of a named session
-	tick := time.NewTicker(100 * time.Millisecond)
+	// A short tick: a channel without keys (its feed handler, or the
+	// connection, just coming up) gets them within milliseconds.
+	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
