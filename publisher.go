@@ -45,10 +45,16 @@ type PublisherConfig struct {
 	// one batched send system call. Default DefaultSendBatch.
 	SendBatch int
 	// OnPacket, if set, is called with every data packet just before it is
-	// sent, byte-identical to what goes on the wire (for the retransmission
-	// store, which must hold a packet before any subscriber can see it).
-	// The bytes are valid only during the call.
+	// sent (for the retransmission store, which must hold a packet before
+	// any subscriber can see it): what goes on the wire before Seal, so
+	// that the messages are in the clear when Seal encrypts them. The
+	// bytes are valid only during the call.
 	OnPacket func(ch int, session mold.Session, firstSeq uint64, pkt []byte)
+	// OnSent, if set, is called with every data packet byte-identical to
+	// what goes on the wire (after Seal), after OnPacket and before the
+	// send (for the live NATS subjects). The bytes are valid only during
+	// the call.
+	OnSent func(ch int, pkt []byte)
 	// OnControl, if set, is called with every heartbeat and end-of-session
 	// datagram after it was sent; nextSeq is the sequence it carries.
 	OnControl func(ch int, session mold.Session, nextSeq uint64, datagram []byte)
@@ -56,8 +62,8 @@ type PublisherConfig struct {
 	// sent (see tickprom.PublisherMetrics). It is called once per packet,
 	// never per message.
 	Observer PublisherObserver
-	// Seal, if set, seals every data packet just before it goes to
-	// OnPacket and the lines (package seal): it returns pkt with
+	// Seal, if set, seals every data packet after OnPacket, just before
+	// it goes to OnSent and the lines (package seal): it returns pkt with
 	// SealOverhead bytes more, written in pkt's spare capacity, which the
 	// publisher keeps free. nowNs is the Unix time of the send. An error
 	// ends the run: no packet is sent unsealed.
@@ -424,6 +430,12 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 			feed.PutSendNs(msg, sendNs)
 		}
 		pkt := b.Finish()
+		// The retransmission store gets the packets before the wire
+		// does: a subscriber that sees a packet and asks for what
+		// preceded it must find it stored.
+		if p.cfg.OnPacket != nil {
+			p.cfg.OnPacket(pc.idx, pc.session, b.FirstSeq(), pkt)
+		}
 		if p.cfg.Seal != nil {
 			sealed, err := p.cfg.Seal(pc.idx, pkt, sendNs)
 			if err != nil {
@@ -436,12 +448,9 @@ func (p *Publisher) send(pc *pubChannel, nowNs int64) error {
 		nbytes += len(pkt)
 		list = append(list, pkt)
 	}
-	// The retransmission store gets the packets before the wire does: a
-	// subscriber that sees a packet and asks for what preceded it must
-	// find it stored.
-	if p.cfg.OnPacket != nil {
-		for i, b := range pc.builders[:pc.queued] {
-			p.cfg.OnPacket(pc.idx, pc.session, b.FirstSeq(), list[i])
+	if p.cfg.OnSent != nil {
+		for _, pkt := range list {
+			p.cfg.OnSent(pc.idx, pkt)
 		}
 	}
 	var firstErr error

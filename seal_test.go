@@ -69,7 +69,8 @@ func TestPublishPollAllocsSealed(t *testing.T) {
 }
 
 // TestSubscriberDropsUnverified: a subscriber with keys drops a packet of
-// the publisher's session sealed under other keys (unauthenticated) and one
+// the publisher's session sealed under other keys or under a retired key
+// of its own schedule (unauthenticated) and one
 // of a session it holds no keys for (no_key, and asks for them), and
 // releases every genuine message.
 func TestSubscriberDropsUnverified(t *testing.T) {
@@ -105,17 +106,26 @@ func TestSubscriberDropsUnverified(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	foreign = append([]byte(nil), foreign...) // b is used again below
+	// A retired key: the genuine schedule's key of a day ago (one that
+	// leaked, or that a user whose entitlement ended still holds).
+	b.Start(session, f.pub.NextSeq(0))
+	b.Add(make([]byte, 68))
+	retired, err := keys.schedules[0].SealShared(b.Finish(), time.Now().Add(-24*time.Hour).UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
 	g, _ := ChannelGroup(f.group, 0)
 	snd, err := udp.NewSender(udp.Config{Group: g.Addr(), Port: int(g.Port()), CPU: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer snd.Close()
-	if err := snd.Send([][]byte{forged, foreign}); err != nil {
+	if err := snd.Send([][]byte{forged, foreign, retired}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for st := f.sub.Stats(); st.Unauthenticated+st.NoKey < 2; st = f.sub.Stats() {
+	for st := f.sub.Stats(); st.Unauthenticated+st.NoKey < 3; st = f.sub.Stats() {
 		if time.Now().After(deadline) {
 			t.Fatalf("after 5s: %+v", st)
 		}
@@ -123,8 +133,8 @@ func TestSubscriberDropsUnverified(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	st := f.sub.Stats()
-	if st.Unauthenticated != 1 || st.NoKey != 1 || keys.misses == 0 {
-		t.Fatalf("unauthenticated %d, no_key %d, misses %d: want 1, 1 and the stranger's keys asked for", st.Unauthenticated, st.NoKey, keys.misses)
+	if st.Unauthenticated != 2 || st.NoKey != 1 || keys.misses == 0 {
+		t.Fatalf("unauthenticated %d, no_key %d, misses %d: want 2 (other secret, retired key), 1 and the stranger's keys asked for", st.Unauthenticated, st.NoKey, keys.misses)
 	}
 	// The genuine stream goes on, and nothing forged was released.
 	for range 100 {

@@ -65,7 +65,10 @@ type SubscriberConfig struct {
 	// Keys to fetch) and never delivered. Heartbeats and ends of session
 	// are not sealed: what they claim is checked with Recovery
 	// (seqgap.Config.UnsealedControl). natskeys.Fetcher is the source the
-	// command uses.
+	// command uses. The keys of an encrypted channel (feed handler
+	// --encrypt) decrypt its messages as they verify them; a subscriber
+	// without Keys must not join such a channel (natskeys.Encrypted says
+	// which are), since it would take the ciphertext for messages.
 	Keys KeySource
 	// Observer, if set, is told the latency of every stream message as it
 	// is released and of every recovery answer (see

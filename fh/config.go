@@ -8,6 +8,7 @@ import (
 	"github.com/tickcast/tickcast/ud/udp"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,10 @@ type Config struct {
 	// KeyRotation is how long one key seals, seal.MinRotation..
 	// seal.MaxRotation; default seal.DefaultRotation.
 	KeyRotation time.Duration
+	// Encrypt are the channels whose messages are encrypted as well as
+	// authenticated (package seal): a host on the network that is not
+	// given the keys learns nothing but the framing. Not with Unsealed.
+	Encrypt []int
 	// KeyAudit is the file every key reply is appended to, a JSON line
 	// each (natskeys.Grant: time, user, channel, session, epochs, or why
 	// refused), for UsageReport; empty: they go to the log.
@@ -359,6 +364,10 @@ func (c *Config) validateRecovery() error {
 		return invalid("SessionRecord", c.SessionRecord, "want auto, on or off")
 	case c.SessionRecord == RecordOn && c.NATSURL == "":
 		return invalid("SessionRecord", c.SessionRecord, "the session record is shared on an external NATS server or cluster with JetStream (NATSURL); the embedded server has none")
+	case len(c.Encrypt) > 0 && c.Unsealed:
+		return invalid("Encrypt", c.Encrypt, "needs the packets sealed (Unsealed false): the keys that encrypt are the seal's")
+	case len(c.Encrypt) > 0 && slices.Max(c.Encrypt) >= c.Channels:
+		return invalid("Encrypt", c.Encrypt, "channel %d: the feed has %d", slices.Max(c.Encrypt), c.Channels)
 	case c.KeyRotation < seal.MinRotation || c.KeyRotation > seal.MaxRotation:
 		return invalid("KeyRotation", c.KeyRotation, "want %v..%v", seal.MinRotation, seal.MaxRotation)
 	case c.PeerTimeout < 0:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -180,6 +181,9 @@ func (h *FeedHandler) startKeys() error {
 		if err != nil {
 			return fmt.Errorf("fh: channel %d: %w", ch, err)
 		}
+		if slices.Contains(h.cfg.Encrypt, ch) {
+			s.Encrypt()
+		}
 		h.schedules[ch].Store(s)
 	}
 	users := h.cfg.NATSUsers
@@ -198,7 +202,7 @@ func (h *FeedHandler) startKeys() error {
 		return fmt.Errorf("fh: keys: %w", err)
 	}
 	h.keys = ks
-	h.log.Info().Dur("key_rotation", h.cfg.KeyRotation).Str("subject", natskeys.Subject(h.cfg.FeedName, 0)+" (one per channel)").
+	h.log.Info().Dur("key_rotation", h.cfg.KeyRotation).Str("subject", natskeys.Subject(h.cfg.FeedName, 0)+" (one per channel)").Ints("encrypted_channels", h.cfg.Encrypt).
 		Msg("packets authenticated: data packets sealed, keys served over NATS")
 	return nil
 }
@@ -288,7 +292,8 @@ func (h *FeedHandler) startPublisher() error {
 		Channels: h.cfg.Channels, GroupA: groupA, GroupB: groupB, Sessions: h.sessions,
 		NewSender:   newSender,
 		MaxDatagram: maxDatagram, MaxDelay: h.cfg.MaxDelay, Heartbeat: h.cfg.Heartbeat, SendBatch: h.cfg.SendBatch,
-		OnPacket: h.sink.record,
+		OnPacket: h.sink.store,
+		OnSent:   h.sink.wire,
 		Observer: h.metrics.observer,
 		// Heartbeats and end of session go to the store too: one before
 		// the first message starts its session (snapshots can be served
@@ -541,15 +546,28 @@ type packetSink struct {
 	sent   atomic.Uint64 // packets recorded (the health check's sign of life)
 }
 
-// record is PublisherConfig.OnPacket and OnControl. A store refuses only
-// what breaks the stream; that is counted and logged, the first ten times.
+// record is PublisherConfig.OnControl: heartbeats and ends of session go
+// to the store and the live subjects as they are.
 func (k *packetSink) record(ch int, session mold.Session, firstSeq uint64, pkt []byte) {
+	k.store(ch, session, firstSeq, pkt)
+	k.wire(ch, pkt)
+}
+
+// store is PublisherConfig.OnPacket: data packets before their seal (the
+// messages in the clear). A store refuses only what breaks the stream;
+// that is counted and logged, the first ten times.
+func (k *packetSink) store(ch int, session mold.Session, firstSeq uint64, pkt []byte) {
 	k.sent.Add(1)
 	if err := k.stores[ch].OnPacket(session, firstSeq, pkt); err != nil {
 		if n := k.errors.Add(1); n <= 10 {
 			k.log.Error().Err(err).Int("channel", ch).Msg("retransmission store")
 		}
 	}
+}
+
+// wire is PublisherConfig.OnSent: data packets as they go on the wire,
+// sealed, for the live subjects.
+func (k *packetSink) wire(ch int, pkt []byte) {
 	if k.live {
 		k.rsrv.Live(ch, pkt)
 	}

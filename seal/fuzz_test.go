@@ -10,9 +10,10 @@ import (
 	"github.com/tickcast/tickcast/mold"
 )
 
-// FuzzOpen: Open of any bytes returns a packet that parses, of exactly
-// Overhead bytes less, or an *Error with one of the documented causes,
-// leaving the bytes unchanged; only a packet sealed under a held key opens.
+// FuzzOpen: Open of any bytes, under an authenticating and an encrypting
+// key, returns a packet that parses, of exactly Overhead bytes less, or an
+// *Error with one of the documented causes, leaving the bytes unchanged;
+// only a packet sealed under a held key opens.
 func FuzzOpen(f *testing.F) {
 	k, session := testKey(f, 3)
 	s, _ := k.Seal(packet(session, 9, 3, 40))
@@ -20,8 +21,11 @@ func FuzzOpen(f *testing.F) {
 	f.Add(packet(session, 9, 3, 40))
 	f.Add(mold.AppendHeartbeat(nil, session, 4))
 	f.Add([]byte{})
+	ek, _ := testEncKey(f, 4) // an encrypting key of another epoch
+	e, _ := ek.Seal(packet(session, 9, 3, 40))
+	f.Add(e)
 	var ks Keys
-	ks.Set(session, []*Key{k})
+	ks.Set(session, []*Key{k, ek})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		before := append([]byte(nil), b...)
 		got, err := ks.Open(b)

@@ -32,6 +32,7 @@ type Schedule struct {
 	channel  int
 	secret   []byte
 	rotation time.Duration
+	encrypt  bool
 	cur      *Key
 	shared   atomic.Pointer[Key] // SealShared's current key
 }
@@ -48,6 +49,26 @@ func NewSchedule(session mold.Session, channel int, secret []byte, rotation time
 	return &Schedule{session: session, channel: channel, secret: secret, rotation: rotation}, nil
 }
 
+// Encrypt makes the schedule encrypt the messages of every packet it seals
+// as well as authenticate them (see the package doc), with keys of their
+// own (DeriveEncryptingKey). Call it before the first Seal.
+func (s *Schedule) Encrypt() { s.encrypt = true }
+
+// Encrypts reports whether the schedule encrypts.
+func (s *Schedule) Encrypts() bool { return s.encrypt }
+
+// newKey returns the schedule's key of epoch e.
+func (s *Schedule) newKey(e uint32) (*Key, error) {
+	kb, err := s.KeyBytes(e)
+	if err != nil {
+		return nil, err
+	}
+	if s.encrypt {
+		return NewEncryptingKey(e, kb)
+	}
+	return NewKey(e, kb)
+}
+
 // Session returns the schedule's session.
 func (s *Schedule) Session() mold.Session { return s.session }
 
@@ -56,13 +77,11 @@ func (s *Schedule) Session() mold.Session { return s.session }
 func (s *Schedule) Seal(p []byte, nowNs int64) ([]byte, error) {
 	e := Epoch(nowNs, s.rotation)
 	if s.cur == nil || s.cur.Epoch != e {
-		k, err := s.KeyBytes(e)
+		k, err := s.newKey(e)
 		if err != nil {
 			return nil, err
 		}
-		if s.cur, err = NewKey(e, k); err != nil {
-			return nil, err
-		}
+		s.cur = k
 	}
 	return s.cur.Seal(p)
 }
@@ -73,11 +92,8 @@ func (s *Schedule) SealShared(p []byte, nowNs int64) ([]byte, error) {
 	e := Epoch(nowNs, s.rotation)
 	k := s.shared.Load()
 	if k == nil || k.Epoch != e {
-		kb, err := s.KeyBytes(e)
-		if err != nil {
-			return nil, err
-		}
-		if k, err = NewKey(e, kb); err != nil {
+		var err error
+		if k, err = s.newKey(e); err != nil {
 			return nil, err
 		}
 		s.shared.Store(k)
@@ -87,6 +103,9 @@ func (s *Schedule) SealShared(p []byte, nowNs int64) ([]byte, error) {
 
 // KeyBytes returns the key of epoch e. It is safe for concurrent use.
 func (s *Schedule) KeyBytes(e uint32) ([]byte, error) {
+	if s.encrypt {
+		return DeriveEncryptingKey(s.secret, s.session, s.channel, e)
+	}
 	return DeriveKey(s.secret, s.session, s.channel, e)
 }
 
@@ -101,6 +120,8 @@ type Reply struct {
 	Channel    int        `json:"channel"`
 	RotationNs int64      `json:"rotation_ns"`
 	Keys       []ReplyKey `json:"keys"`
+	// Encrypted says the keys encrypt the channel's messages as well.
+	Encrypted bool `json:"encrypted,omitempty"`
 	// Error, if set, is why no key is given (and the other fields are
 	// empty): the channel does not exist or the user is not entitled.
 	Error string `json:"error,omitempty"`
@@ -126,7 +147,7 @@ func FetchAhead(rotation time.Duration) time.Duration { return Lead(rotation) / 
 // the epochs before and at nowNs, and of the next one within Lead of it.
 func ReplyFor(s *Schedule, nowNs int64) (Reply, error) {
 	e := Epoch(nowNs, s.rotation)
-	r := Reply{Session: s.session.String(), Channel: s.channel, RotationNs: int64(s.rotation)}
+	r := Reply{Session: s.session.String(), Channel: s.channel, RotationNs: int64(s.rotation), Encrypted: s.encrypt}
 	epochs := []uint32{e - 1, e}
 	if Epoch(nowNs+int64(Lead(s.rotation)), s.rotation) > e {
 		epochs = append(epochs, e+1)
@@ -175,7 +196,11 @@ func ParseReply(b []byte, channel int) (mold.Session, []*Key, time.Duration, err
 		if err != nil {
 			return mold.Session{}, nil, 0, fmt.Errorf("seal: key reply: key %d (epoch %d): %w", i, rk.Epoch, err)
 		}
-		k, err := NewKey(rk.Epoch, kb)
+		newKey := NewKey
+		if r.Encrypted {
+			newKey = NewEncryptingKey
+		}
+		k, err := newKey(rk.Epoch, kb)
 		if err != nil {
 			return mold.Session{}, nil, 0, fmt.Errorf("seal: key reply: key %d (epoch %d): %w", i, rk.Epoch, err)
 		}

@@ -42,6 +42,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/tickcast/tickcast/mold"
 )
@@ -93,14 +94,25 @@ func (e *Error) Error() string {
 // Unwrap returns the cause, one of the Err values above.
 func (e *Error) Unwrap() error { return e.Err }
 
+// DeriveEncryptingKey is DeriveKey for a channel whose messages are
+// encrypted: the HKDF info starts "tickcast seal v1 enc " instead, so that
+// no key both authenticates one channel and encrypts another.
+func DeriveEncryptingKey(secret []byte, session mold.Session, channel int, epoch uint32) ([]byte, error) {
+	return deriveKey("tickcast seal v1 enc ", secret, session, channel, epoch)
+}
+
 // DeriveKey returns the key of epoch of channel's session, from the
 // session's secret.
 func DeriveKey(secret []byte, session mold.Session, channel int, epoch uint32) ([]byte, error) {
+	return deriveKey("tickcast seal v1 ", secret, session, channel, epoch)
+}
+
+func deriveKey(label string, secret []byte, session mold.Session, channel int, epoch uint32) ([]byte, error) {
 	if len(secret) != SecretLen {
 		return nil, fmt.Errorf("seal: secret of %d bytes, want %d", len(secret), SecretLen)
 	}
 	info := make([]byte, 0, 32)
-	info = append(info, "tickcast seal v1 "...)
+	info = append(info, label...)
 	info = append(info, session[:]...)
 	info = binary.BigEndian.AppendUint16(info, uint16(channel))
 	info = binary.BigEndian.AppendUint32(info, epoch)
@@ -119,6 +131,22 @@ func NewSecret() []byte {
 type Key struct {
 	Epoch uint32
 	aead  cipher.AEAD
+	// enc: the key encrypts the messages as well (NewEncryptingKey).
+	enc bool
+}
+
+// Encrypts reports whether k encrypts the messages it seals.
+func (k *Key) Encrypts() bool { return k.enc }
+
+// NewEncryptingKey is NewKey for a channel whose messages are encrypted as
+// well as authenticated (see the package doc).
+func NewEncryptingKey(epoch uint32, k []byte) (*Key, error) {
+	key, err := NewKey(epoch, k)
+	if err != nil {
+		return nil, err
+	}
+	key.enc = true
+	return key, nil
 }
 
 // NewKey returns the key of epoch with the KeyLen bytes k.
@@ -183,7 +211,8 @@ func (k *Key) Seal(p []byte) ([]byte, error) {
 }
 
 // seal lengthens the last block (at off) of p by Overhead and writes the
-// epoch, nonce (random when nonce is nil) and tag in p's spare capacity.
+// epoch, nonce (random when nonce is nil) and tag in p's spare capacity;
+// an encrypting key also encrypts the messages in place.
 func (k *Key) seal(p []byte, off int, nonce []byte) []byte {
 	binary.BigEndian.PutUint16(p[off:], binary.BigEndian.Uint16(p[off:])+Overhead)
 	n := len(p)
@@ -194,7 +223,66 @@ func (k *Key) seal(p []byte, off int, nonce []byte) []byte {
 	} else {
 		copy(p[n+EpochLen:], nonce)
 	}
-	return k.aead.Seal(p, p[n+EpochLen:], nil, p)
+	if !k.enc {
+		return k.aead.Seal(p, p[n+EpochLen:], nil, p)
+	}
+	sc := getScratch(len(p))
+	defer putScratch(sc)
+	aad, pt := gather(p, n, *sc)
+	ct := k.aead.Seal(pt[:0], p[n+EpochLen:], pt, aad)
+	scatter(p, n, ct[:len(pt)])
+	return append(p, ct[len(pt):]...)
+}
+
+// scratches hold the gathered messages and framing of packets an
+// encrypting key seals or opens: one per call in flight, reused.
+var scratches = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+func getScratch(n int) *[]byte {
+	b := scratches.Get().(*[]byte)
+	if cap(*b) < 2*n+TagLen {
+		*b = make([]byte, 0, 2*n+TagLen)
+	}
+	return b
+}
+
+func putScratch(b *[]byte) { scratches.Put(b) }
+
+// gather copies, from packet p whose blocks end at byte end (the seal's
+// epoch and nonce follow), the framing (the header, each block's length,
+// the epoch and nonce: the additional data) and the messages (the
+// plaintext or ciphertext) to buf, and returns both. The blocks were
+// checked by lastBlock.
+func gather(p []byte, end int, buf []byte) (aad, msgs []byte) {
+	aad = append(buf[:0], p[:mold.HeaderLen]...)
+	off := mold.HeaderLen
+	for off < end {
+		l := int(binary.BigEndian.Uint16(p[off:]))
+		aad = append(aad, p[off:off+mold.BlockHdrLen]...)
+		off += mold.BlockHdrLen + l
+	}
+	aad = append(aad, p[end:end+EpochLen+NonceLen]...)
+	msgs = buf[len(aad):len(aad)]
+	off = mold.HeaderLen
+	for off < end {
+		l := int(binary.BigEndian.Uint16(p[off:]))
+		body := p[off+mold.BlockHdrLen : min(off+mold.BlockHdrLen+l, end)]
+		msgs = append(msgs, body...)
+		off += mold.BlockHdrLen + l
+	}
+	return aad, msgs
+}
+
+// scatter writes msgs back over the messages of packet p, whose blocks end
+// at end, as gather took them.
+func scatter(p []byte, end int, msgs []byte) {
+	off := mold.HeaderLen
+	for off < end {
+		l := int(binary.BigEndian.Uint16(p[off:]))
+		body := p[off+mold.BlockHdrLen : min(off+mold.BlockHdrLen+l, end)]
+		msgs = msgs[copy(body, msgs):]
+		off += mold.BlockHdrLen + l
+	}
 }
 
 // sealNonce is Seal with a given nonce, for the documented vectors.
@@ -316,9 +404,28 @@ func (ks *Keys) Open(p []byte) ([]byte, error) {
 	}
 	nonce := p[t+EpochLen : t+EpochLen+NonceLen]
 	tag := p[len(p)-TagLen:]
-	if _, err := k.aead.Open(nil, nonce, tag, p[:len(p)-TagLen]); err != nil {
+	if k.enc {
+		if err := k.decrypt(p, t, nonce, tag); err != nil {
+			return nil, &Error{Err: ErrBadTag, Session: h.Session, Seq: h.Seq, Epoch: epoch}
+		}
+	} else if _, err := k.aead.Open(nil, nonce, tag, p[:len(p)-TagLen]); err != nil {
 		return nil, &Error{Err: ErrBadTag, Session: h.Session, Seq: h.Seq, Epoch: epoch}
 	}
 	binary.BigEndian.PutUint16(p[off:], uint16(l-Overhead))
 	return p[:t], nil
+}
+
+// decrypt verifies packet p, sealed by an encrypting key with its blocks
+// ending at t, and decrypts its messages in place; on error p is unchanged.
+func (k *Key) decrypt(p []byte, t int, nonce, tag []byte) error {
+	sc := getScratch(len(p))
+	defer putScratch(sc)
+	aad, ct := gather(p, t, *sc)
+	ct = append(ct, tag...)
+	pt, err := k.aead.Open(ct[:0], nonce, ct, aad)
+	if err != nil {
+		return err
+	}
+	scatter(p, t, pt)
+	return nil
 }

@@ -100,8 +100,9 @@ func TestTsharkWireCheck(t *testing.T) {
 
 	// A heartbeat interval of 100µs makes channels idle long enough to send
 	// some heartbeats between messages even at this rate, so count-0
-	// packets are part of what tshark checks.
-	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "100000",
+	// packets are part of what tshark checks. Channel 1 is encrypted, the
+	// others authenticated only: both kinds of seal are checked.
+	fh := start(t, ctx, feedhandlerBin, "--count", strconv.Itoa(count), "--rate", "100000", "--encrypt", "1",
 		"--channels", strconv.Itoa(channels), "--group", ga, "--group-b", gb,
 		"--instruments", "60", "--seed", "7", "--heartbeat", "100us", "--linger", "0s")
 	if code := fh.wait(t, 60*time.Second); code != 0 {

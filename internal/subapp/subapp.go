@@ -521,6 +521,14 @@ func (a *App) connect(cfg recovery.ClientConfig) error {
 			a.nc.Close()
 			return err
 		}
+	} else if a.nc.IsConnected() {
+		// Unverified packets of an encrypted channel would be read as
+		// messages: refuse them (a feed handler started later cannot be
+		// asked; docs/security.md).
+		if enc, _ := natskeys.Encrypted(a.nc, s.FeedName, a.joined, 500*time.Millisecond); len(enc) > 0 {
+			a.nc.Close()
+			return fmt.Errorf("channels %v are encrypted (feedhandler --encrypt): a subscriber with --auth=false cannot read them; run it with authentication on", enc)
+		}
 	}
 	if !s.Recovery {
 		return nil // connected for the live subjects or the keys only

@@ -408,3 +408,30 @@ func (f *Fetcher) run() {
 		}
 	}
 }
+
+// Encrypted returns those of channels whose feed handler says their
+// messages are encrypted (a key reply marked encrypted), asking each once,
+// waiting up to timeout: a subscriber that does not authenticate cannot
+// read them, and must not take their packets. Channels nobody answers for,
+// or refused, are not in the result; the first such error is returned
+// beside it.
+func Encrypted(nc *nats.Conn, feed string, channels []int, timeout time.Duration) ([]int, error) {
+	var enc []int
+	var first error
+	for _, ch := range channels {
+		m, err := nc.Request(Subject(feed, ch), nil, timeout)
+		if err != nil {
+			first = cmp.Or(first, fmt.Errorf("natskeys: %s: %w", Subject(feed, ch), err))
+			continue
+		}
+		_, keys, _, err := seal.ParseReply(m.Data, ch)
+		if err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		if keys[0].Encrypts() {
+			enc = append(enc, ch)
+		}
+	}
+	return enc, first
+}
