@@ -25,6 +25,9 @@ func TestBadSettingsExit2(t *testing.T) {
 		want string
 	}{
 		{[]string{"--rate", "abc"}, nil, "rate"},
+		{[]string{"--encrypt", "0", "--auth=false"}, nil, "encrypt: [0]: needs the packets sealed"},
+		{[]string{"--encrypt", "4"}, nil, "encrypt: [4]: channel 4: the feed has 4"},
+		{[]string{"--encrypt", "x"}, nil, `encrypt: channels "x"`},
 		{[]string{"--rate", "-5"}, nil, "rate"},
 		{[]string{"--channels", "0"}, nil, "channels"},
 		{[]string{"--instruments", "0"}, nil, "instruments"},

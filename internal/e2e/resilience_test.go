@@ -534,15 +534,15 @@ func TestNATSOutage(t *testing.T) {
 	reasons := map[string]int{}
 	// A gap is lost lost-after (or one recovery timeout) after it was
 	// detected: losses belong to gaps detected from a recovery timeout
-	// before the outage to a second after it. The race detector's run
-	// (-short) shares the two cores with race-instrumented test binaries,
-	// and the backlog of requests after the restart drains slower there:
-	// its gaps may be detected one recovery timeout later (seen: a loss
-	// 4.07 s after the restart, twice in CI, with packets authenticated).
-	lastLoss := up.Add(time.Second + max(lostAfter, recTO) + time.Second)
-	if testing.Short() {
-		lastLoss = lastLoss.Add(recTO)
-	}
+	// before the outage to a second after it, and to the gaps whose
+	// first request after the restart went unanswered: the two clients
+	// reconnect on their own schedules, and a request that meets the
+	// server before the feed handler's subscriptions are back is asked
+	// again only after a recovery timeout. CI, where other packages'
+	// tests share the two cores, saw the first retransmitted data 2.2 s
+	// after the restart and a loss 4.16 s after it (4.07 s, twice, in the
+	// race detector's run).
+	lastLoss := up.Add(time.Second + max(lostAfter, recTO) + time.Second + recTO)
 	for _, e := range lost {
 		reasons[e.Reason]++
 		if e.Time.Before(down) || e.Time.After(lastLoss) {

@@ -375,6 +375,12 @@ func (f *Fetcher) run() {
 			if w.session != (mold.Session{}) {
 				at, gap = &lastNamed[w.ch], sessionGap
 			}
+			if time.Since(*at) >= gap && f.nc.IsReconnecting() {
+				// A packet came, so a feed handler is up, and with
+				// it (embedded) the NATS server: try to connect now
+				// rather than at the end of the reconnect wait.
+				f.nc.ForceReconnect()
+			}
 			if time.Since(*at) >= gap {
 				*at = time.Now()
 				switch err := f.fetch(w.ch, w.session); {
