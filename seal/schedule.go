@@ -133,10 +133,10 @@ type ReplyKey struct {
 	Key   string `json:"key"`
 }
 
-// Lead is how long before its epoch starts a key is handed out: a quarter
-// of the rotation period. A user whose entitlement is revoked more than
-// Lead before a rotation holds no key past it.
-func Lead(rotation time.Duration) time.Duration { return rotation / 4 }
+// Lead is how long before its epoch starts a key is handed out: half the
+// rotation period. A user whose entitlement is revoked more than Lead
+// before a rotation holds no key past it.
+func Lead(rotation time.Duration) time.Duration { return rotation / 2 }
 
 // FetchAhead is how long before its epoch starts a subscriber asks for a
 // key: half of Lead, which leaves the other half for clocks that disagree
