@@ -14,12 +14,23 @@ import (
 
 func testKey(t testing.TB, epoch uint32) (*Key, mold.Session) {
 	t.Helper()
+	return testKeyOf(t, epoch, DeriveKey, NewKey)
+}
+
+// testEncKey is testKey's encrypting key, of the same secret and session.
+func testEncKey(t testing.TB, epoch uint32) (*Key, mold.Session) {
+	t.Helper()
+	return testKeyOf(t, epoch, DeriveEncryptingKey, NewEncryptingKey)
+}
+
+func testKeyOf(t testing.TB, epoch uint32, derive func([]byte, mold.Session, int, uint32) ([]byte, error), newKey func(uint32, []byte) (*Key, error)) (*Key, mold.Session) {
+	t.Helper()
 	session, _ := mold.ParseSession("0A2K9Z0001")
-	kb, err := DeriveKey(bytes.Repeat([]byte{7}, SecretLen), session, 0, epoch)
+	kb, err := derive(bytes.Repeat([]byte{7}, SecretLen), session, 0, epoch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := NewKey(epoch, kb)
+	k, err := newKey(epoch, kb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +216,10 @@ func benchPacket(b *testing.B) (*Key, *Keys, []byte) {
 // BenchmarkSeal seals a 1,400-byte packet (its size with the seal).
 func BenchmarkSeal(b *testing.B) {
 	k, _, p := benchPacket(b)
+	benchSeal(b, k, p)
+}
+
+func benchSeal(b *testing.B, k *Key, p []byte) {
 	n := len(p)
 	b.SetBytes(int64(n + Overhead))
 	b.ReportAllocs()
