@@ -133,6 +133,10 @@ type Key struct {
 	aead  cipher.AEAD
 	// enc: the key encrypts the messages as well (NewEncryptingKey).
 	enc bool
+	// mu guards scratch, which holds the gathered framing and messages
+	// of the packet an encrypting key seals or opens.
+	mu      sync.Mutex
+	scratch []byte
 }
 
 // Encrypts reports whether k encrypts the messages it seals.
@@ -226,27 +230,22 @@ func (k *Key) seal(p []byte, off int, nonce []byte) []byte {
 	if !k.enc {
 		return k.aead.Seal(p, p[n+EpochLen:], nil, p)
 	}
-	sc := getScratch(len(p))
-	defer putScratch(sc)
-	aad, pt := gather(p, n, *sc)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	aad, pt := gather(p, n, k.buffer(len(p)))
 	ct := k.aead.Seal(pt[:0], p[n+EpochLen:], pt, aad)
 	scatter(p, n, ct[:len(pt)])
 	return append(p, ct[len(pt):]...)
 }
 
-// scratches hold the gathered messages and framing of packets an
-// encrypting key seals or opens: one per call in flight, reused.
-var scratches = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
-
-func getScratch(n int) *[]byte {
-	b := scratches.Get().(*[]byte)
-	if cap(*b) < 2*n+TagLen {
-		*b = make([]byte, 0, 2*n+TagLen)
+// buffer returns k's scratch, with room for the framing, messages and tag
+// of a packet of n bytes; k.mu is held.
+func (k *Key) buffer(n int) []byte {
+	if cap(k.scratch) < 2*n+TagLen {
+		k.scratch = make([]byte, 0, max(2*n+TagLen, 4096))
 	}
-	return b
+	return k.scratch
 }
-
-func putScratch(b *[]byte) { scratches.Put(b) }
 
 // gather copies, from packet p whose blocks end at byte end (the seal's
 // epoch and nonce follow), the framing (the header, each block's length,
@@ -418,9 +417,9 @@ func (ks *Keys) Open(p []byte) ([]byte, error) {
 // decrypt verifies packet p, sealed by an encrypting key with its blocks
 // ending at t, and decrypts its messages in place; on error p is unchanged.
 func (k *Key) decrypt(p []byte, t int, nonce, tag []byte) error {
-	sc := getScratch(len(p))
-	defer putScratch(sc)
-	aad, ct := gather(p, t, *sc)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	aad, ct := gather(p, t, k.buffer(len(p)))
 	ct = append(ct, tag...)
 	pt, err := k.aead.Open(ct[:0], nonce, ct, aad)
 	if err != nil {
