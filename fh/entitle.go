@@ -1,6 +1,7 @@
 package fh
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,12 +69,13 @@ func (h *FeedHandler) openAudit() (*auditLog, error) {
 
 func (a *auditLog) record(g natskeys.Grant) {
 	log := a.h.log
+	user := cmp.Or(g.User, anonymous) // an open server's requester
 	if g.Refused != "" {
-		log.Warn().Str("user", g.User).Int("channel", g.Channel).Str("reason", g.Refused).Bool("answered", g.Answered).Msg("keys refused")
+		log.Warn().Str("user", user).Int("channel", g.Channel).Str("reason", g.Refused).Bool("answered", g.Answered).Msg("keys refused")
 	}
 	if a.f == nil {
 		if g.Refused == "" {
-			log.Info().Str("user", g.User).Int("channel", g.Channel).Str("session", g.Session).
+			log.Info().Str("user", user).Int("channel", g.Channel).Str("session", g.Session).
 				Uints32("epochs", g.Epochs).Msg("keys handed out")
 		}
 		return
