@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/tickcast/tickcast/internal/testenv"
 	"github.com/tickcast/tickcast/mold"
 )
 
@@ -74,19 +73,7 @@ func TestEncryptOpen(t *testing.T) {
 
 func TestEncryptOpenAllocs(t *testing.T) {
 	k, session := testEncKey(t, 3)
-	var ks Keys
-	ks.Set(session, []*Key{k})
-	p := packet(session, 1, 20, 68)
-	n := len(p)
-	testenv.NoAllocs(t, "encrypting Seal and Open of a packet", 100, 1, func() {
-		s, err := k.Seal(p[:n])
-		if err != nil {
-			panic(err)
-		}
-		if _, err := ks.Open(s); err != nil {
-			panic(err)
-		}
-	})
+	checkSealOpenAllocs(t, "encrypting Seal and Open of a packet", k, session)
 }
 
 // BenchmarkSealEncrypt encrypts and seals a 1,400-byte packet.

@@ -190,11 +190,16 @@ func TestDeriveKeyDiffers(t *testing.T) {
 
 func TestSealOpenAllocs(t *testing.T) {
 	k, session := testKey(t, 3)
+	checkSealOpenAllocs(t, "Seal and Open of a packet", k, session)
+}
+
+func checkSealOpenAllocs(t *testing.T, what string, k *Key, session mold.Session) {
+	t.Helper()
 	var ks Keys
 	ks.Set(session, []*Key{k})
 	p := packet(session, 1, 20, 68)
 	n := len(p)
-	testenv.NoAllocs(t, "Seal and Open of a packet", 100, 1, func() {
+	testenv.NoAllocs(t, what, 100, 1, func() {
 		s, err := k.Seal(p[:n])
 		if err != nil {
 			panic(err)

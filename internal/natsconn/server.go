@@ -307,14 +307,7 @@ func (cfg ServerConfig) options() (*server.Options, error) {
 		}
 	}
 	opts.Authorization = cfg.Token
-	for _, u := range cfg.Users {
-		perms := permissions(cfg.Feed, u)
-		if u.NKey != "" {
-			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perms})
-		} else {
-			opts.Users = append(opts.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: perms})
-		}
-	}
+	setUsers(opts, cfg.Feed, cfg.Users)
 	if t := cfg.TLS; t != nil {
 		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
 			CertFile: t.Cert,
@@ -331,6 +324,20 @@ func (cfg ServerConfig) options() (*server.Options, error) {
 		opts.TLSTimeout = 2
 	}
 	return opts, nil
+}
+
+// setUsers gives opts users, each with its permissions on feed's subjects,
+// in place of any it had.
+func setUsers(opts *server.Options, feed string, users []User) {
+	opts.Users, opts.Nkeys = nil, nil
+	for _, u := range users {
+		perms := permissions(feed, u)
+		if u.NKey != "" {
+			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perms})
+		} else {
+			opts.Users = append(opts.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: perms})
+		}
+	}
 }
 
 // StartServer validates cfg, starts the server and waits (up to 5 s) until
@@ -386,15 +393,7 @@ func (s *Server) SetUsers(users []User) error {
 		return errors.New("natsconn: SetUsers: no users (a server started with users keeps some)")
 	}
 	opts := s.opts.Clone()
-	opts.Users, opts.Nkeys = nil, nil
-	for _, u := range users {
-		perms := permissions(cfg.Feed, u)
-		if u.NKey != "" {
-			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perms})
-		} else {
-			opts.Users = append(opts.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: perms})
-		}
-	}
+	setUsers(opts, cfg.Feed, users)
 	// The ports the server took (Port 0 picks one); a reload may not
 	// change them.
 	if a, ok := s.srv.Addr().(*net.TCPAddr); ok {
