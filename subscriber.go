@@ -314,6 +314,7 @@ type SubscriberStats struct {
 	InstrumentGaps  uint64 // per-instrument sequence skips
 	KernelDrops     uint64 // datagrams the kernel dropped for our sockets
 	RingFull        uint64 // times a receive ring was full
+	Coalesced       uint64 // packets that arrived coalesced (UDP GRO) and were cut apart
 	Truncated       uint64 // datagrams larger than a slot
 	Snapshots       uint64 // snapshots applied
 	Conflated       uint64 // quotes superseded by a later quote of their instrument (ConflateConfig), not released
@@ -511,6 +512,7 @@ func (s *Subscriber) Stats() SubscriberStats {
 			rs := r.Stats()
 			st.KernelDrops += rs.KernelDrops
 			st.RingFull += rs.RingFull
+			st.Coalesced += rs.Coalesced
 			st.Truncated += rs.Truncated
 		}
 	}

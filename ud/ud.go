@@ -162,5 +162,6 @@ type RecvStats struct {
 	RingFull    uint64 // times the receive loop found every slot lent out
 	Truncated   uint64 // datagrams longer than a slot, dropped and counted
 	Errors      uint64 // receive errors other than "no data yet" (the loop carries on)
+	Coalesced   uint64 // datagrams that arrived as segments of one larger buffer (UDP GRO), cut apart by the receiver
 	RcvBuf      int    // socket receive buffer size the kernel granted (0 if none)
 }

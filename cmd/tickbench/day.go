@@ -42,6 +42,7 @@ type daySettings struct {
 	out      string
 	markdown string
 	gso      bool // also run the peer tickcast-gso: this tree with feedhandler --gso
+	gro      bool // also run the peer tickcast-gro: this tree with feedhandler --gso and subscriber --gro
 	noAuth   bool // also run the peer tickcast-noauth: this tree with --auth=false on both sides
 }
 
@@ -95,6 +96,11 @@ type dayRound struct {
 	// not run (a kernel without UDP GSO).
 	FloorGSO      *floorResult `json:"floor_gso,omitempty"`
 	FloorGSOError string       `json:"floor_gso_error,omitempty"`
+	// FloorGRO is the GSO floor with a receiver that asks for UDP GRO, so
+	// that each write arrives as one buffer; FloorGROError says why it
+	// could not run.
+	FloorGRO      *floorResult `json:"floor_gro,omitempty"`
+	FloorGROError string       `json:"floor_gro_error,omitempty"`
 	Runs          []dayRun     `json:"runs"`
 }
 
@@ -179,6 +185,9 @@ func measureDay(ctx context.Context, s daySettings, progress io.Writer) (*dayRes
 	if s.gso {
 		peers = append(peers, dayPeer{"tickcast-gso", fhBin, subBin, []string{"--gso"}, nil})
 	}
+	if s.gro {
+		peers = append(peers, dayPeer{"tickcast-gro", fhBin, subBin, []string{"--gso"}, []string{"--gro"}})
+	}
 	if s.noAuth {
 		peers = append(peers, dayPeer{"tickcast-noauth", fhBin, subBin, []string{"--auth=false"}, []string{"--auth=false"}})
 	}
@@ -239,6 +248,14 @@ func measureDay(ctx context.Context, s daySettings, progress io.Writer) (*dayRes
 		} else {
 			rd.FloorGSO = &g
 			fmt.Fprintf(progress, "; floor with GSO (%d a write) %.0f dg/s", gc.GSO, g.DgramsPerS)
+			gc.GRO = true
+			if g, err := runFloor(ctx, gc); err != nil {
+				rd.FloorGROError = err.Error()
+				fmt.Fprintf(progress, "; floor with GSO and GRO: %v", err)
+			} else {
+				rd.FloorGRO = &g
+				fmt.Fprintf(progress, "; and GRO %.0f dg/s", g.DgramsPerS)
+			}
 		}
 		for _, ch := range s.channels {
 			for _, n := range s.subs {
@@ -461,22 +478,8 @@ func printDay(w io.Writer, r *dayResult) {
 	}
 	fmt.Fprintf(w, "floor: %s datagrams/s, sender %s µs CPU/datagram, receiver %s µs CPU/datagram\n",
 		spread(floorRate, 1e-3, "%.0fk"), spread(floorSend, 1, "%.2f"), spread(floorRecv, 1, "%.2f"))
-	var gRate, gSend, gRecv []float64
-	var gErr string
-	for _, rd := range r.Rounds {
-		if g := rd.FloorGSO; g != nil {
-			gRate, gSend, gRecv = append(gRate, g.DgramsPerS), append(gSend, g.SendCPUPerDgramUs), append(gRecv, g.RecvCPUPerDgramUs)
-		} else if rd.FloorGSOError != "" {
-			gErr = rd.FloorGSOError
-		}
-	}
-	switch {
-	case len(gRate) > 0:
-		fmt.Fprintf(w, "floor with UDP GSO (%d datagrams a write, the same size): %s datagrams/s, sender %s µs CPU/datagram, receiver %s µs CPU/datagram\n",
-			min(maxGSOSegments, maxGSOBytes/max(1, r.FloorSize)), spread(gRate, 1e-3, "%.0fk"), spread(gSend, 1, "%.2f"), spread(gRecv, 1, "%.2f"))
-	case gErr != "":
-		fmt.Fprintf(w, "floor with UDP GSO: not run: %s\n", gErr)
-	}
+	writeFloorVariant(w, r, "floor with UDP GSO (%d datagrams a write, the same size)", func(rd dayRound) (*floorResult, string) { return rd.FloorGSO, rd.FloorGSOError })
+	writeFloorVariant(w, r, "floor with UDP GSO (%d datagrams a write) and a receiver with UDP GRO", func(rd dayRound) (*floorResult, string) { return rd.FloorGRO, rd.FloorGROError })
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| peer | channels | subscribers | ITCH msg/s | ticks/s | packets/s | × floor packets/s | feed handler µs/tick | µs/packet | × floor sender | peak RSS MB | subscriber µs/packet | × floor receiver | subscriber peak RSS MB | missing |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -581,4 +584,27 @@ func writeDaySection(path string, r *dayResult) error {
 		md += sec.String()
 	}
 	return os.WriteFile(path, []byte(md), 0o644)
+}
+
+// writeFloorVariant writes one line for a variant of the floor that rounds
+// may hold (get returns it, or why it did not run): its rates and CPU per
+// datagram over the rounds. title takes the datagrams per write.
+func writeFloorVariant(w io.Writer, r *dayResult, title string, get func(dayRound) (*floorResult, string)) {
+	var rate, send, recv []float64
+	var why string
+	for _, rd := range r.Rounds {
+		if g, err := get(rd); g != nil {
+			rate, send, recv = append(rate, g.DgramsPerS), append(send, g.SendCPUPerDgramUs), append(recv, g.RecvCPUPerDgramUs)
+		} else if err != "" {
+			why = err
+		}
+	}
+	name := fmt.Sprintf(title, min(maxGSOSegments, maxGSOBytes/max(1, r.FloorSize)))
+	switch {
+	case len(rate) > 0:
+		fmt.Fprintf(w, "%s: %s datagrams/s, sender %s µs CPU/datagram, receiver %s µs CPU/datagram\n",
+			name, spread(rate, 1e-3, "%.0fk"), spread(send, 1, "%.2f"), spread(recv, 1, "%.2f"))
+	case why != "":
+		fmt.Fprintf(w, "%s: not run: %s\n", name, why)
+	}
 }

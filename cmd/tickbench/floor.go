@@ -79,6 +79,7 @@ type recvReport struct {
 	LastNs    int64  `json:"last_ns"`  // wall clock of the last data batch
 	EndMarker bool   `json:"end_marker"`
 	Announced uint64 `json:"announced"` // datagrams the marker says were sent
+	Coalesced uint64 `json:"coalesced"` // with --gro: datagrams that arrived as segments of a larger buffer
 	RcvBuf    int    `json:"rcvbuf"`    // getsockopt(SO_RCVBUF): twice the granted request
 	Reason    string `json:"reason"`    // end-marker, idle-timeout or no-data
 }
@@ -318,6 +319,7 @@ func rawRecv(args []string, stdout, stderr io.Writer) error {
 	rf := newRoleFlags("raw-recv")
 	idle := rf.fs.Duration("idle", time.Second, "stop after this long without a datagram")
 	startWait := rf.fs.Duration("start", 10*time.Second, "stop if no datagram arrives within this long")
+	gro := rf.fs.Bool("gro", false, "ask for UDP GRO (UDP_GRO): a GSO sender's run arrives as one buffer of up to 64 KiB, counted as its segments")
 	group, err := rf.parse(args)
 	if err != nil {
 		return err
@@ -331,15 +333,27 @@ func rawRecv(args []string, stdout, stderr io.Writer) error {
 	if rep.RcvBuf, err = joinGroup(fd, group, rf.port); err != nil {
 		return err
 	}
+	bufSize := rf.size
+	if *gro {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_GRO, 1); err != nil {
+			return fmt.Errorf("setsockopt UDP_GRO: %w (this kernel has no UDP GRO)", err)
+		}
+		bufSize = maxGSOBytes
+	}
 	fmt.Fprintln(stderr, "tickbench raw-recv: ready")
 
-	hdrs, bufs := mmsgs(recvBatch, rf.size)
+	hdrs, bufs := mmsgs(recvBatch, bufSize)
+	ctrl := make([]byte, recvBatch*groCtrlSpace)
 	begin := time.Now()
 	var last time.Time
 recv:
 	for !rep.EndMarker {
 		for i := range hdrs {
 			hdrs[i].Hdr.Flags = 0 // the kernel sets MSG_TRUNC here
+			if *gro {
+				hdrs[i].Hdr.Control = &ctrl[i*groCtrlSpace]
+				hdrs[i].Hdr.SetControllen(groCtrlSpace)
+			}
 		}
 		// MSG_WAITFORONE: block for the first datagram only, then take
 		// what else is queued, as tickcast's blocking receive loop does.
@@ -372,7 +386,14 @@ recv:
 				rep.Truncated++
 				continue
 			}
-			data++
+			segs := uint64(1)
+			if *gro {
+				if g := groSegment(ctrl[i*groCtrlSpace : i*groCtrlSpace+int(hdrs[i].Hdr.Controllen)]); g > 0 {
+					segs = uint64((l + g - 1) / g)
+					rep.Coalesced += segs
+				}
+			}
+			data += segs
 			rep.Bytes += uint64(l)
 		}
 		if data > 0 {
@@ -386,6 +407,25 @@ recv:
 		}
 	}
 	return json.NewEncoder(stdout).Encode(&rep)
+}
+
+// groCtrlSpace is the control buffer per received buffer with UDP GRO: one
+// UDP_GRO message (a cmsghdr and an int).
+var groCtrlSpace = unix.CmsgSpace(4)
+
+// groSegment returns the segment size a UDP_GRO control message in b
+// gives, or 0 when there is none (a datagram that arrived on its own).
+func groSegment(b []byte) int {
+	msgs, err := unix.ParseSocketControlMessage(b)
+	if err != nil {
+		return 0
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.IPPROTO_UDP && m.Header.Type == unix.UDP_GRO && len(m.Data) >= 4 {
+			return int(binary.NativeEndian.Uint32(m.Data))
+		}
+	}
+	return 0
 }
 
 // joinGroup binds fd to group:port and joins the group on the loopback
@@ -437,6 +477,7 @@ type floorConfig struct {
 	Size    int           // bytes per datagram
 	Batch   int           // datagrams per sendmmsg
 	GSO     int           // > 1: datagrams per UDP GSO send instead of sendmmsg
+	GRO     bool          // the receiver asks for UDP GRO
 	Timeout time.Duration // limit for each child process
 }
 
@@ -450,6 +491,7 @@ type floorResult struct {
 	Size       int     `json:"size"`
 	Bytes      uint64  `json:"bytes"`
 	Truncated  uint64  `json:"truncated"`
+	Coalesced  uint64  `json:"coalesced,omitempty"` // received as segments of a GRO buffer
 	WindowS    float64 `json:"window_s"` // sender's first sendmmsg to receiver's last datagram
 	SendS      float64 `json:"send_s"`   // the sender's own duration
 	DgramsPerS float64 `json:"dgrams_per_s"`
@@ -476,7 +518,11 @@ func runFloor(ctx context.Context, c floorConfig) (floorResult, error) {
 		return floorResult{}, err
 	}
 	common := []string{"--group", group.String(), "--port", strconv.Itoa(port), "--size", strconv.Itoa(c.Size)}
-	recv, err := startProc(ctx, "raw-recv", c.Timeout, c.Exe, append([]string{"--role", "raw-recv"}, common...), "raw-recv: ready")
+	recvArgs := append([]string{"--role", "raw-recv"}, common...)
+	if c.GRO {
+		recvArgs = append(recvArgs, "--gro")
+	}
+	recv, err := startProc(ctx, "raw-recv", c.Timeout, c.Exe, recvArgs, "raw-recv: ready")
 	if err != nil {
 		return floorResult{}, err
 	}
@@ -506,7 +552,7 @@ func runFloor(ctx context.Context, c floorConfig) (floorResult, error) {
 	}
 	r := floorResult{
 		Group: fmt.Sprintf("%s:%d", group, port), Sent: sr.Sent, Received: rr.Received, Size: c.Size,
-		Bytes: rr.Bytes, Truncated: rr.Truncated, SendCalls: sr.Syscalls, RecvCalls: rr.Syscalls,
+		Bytes: rr.Bytes, Truncated: rr.Truncated, Coalesced: rr.Coalesced, SendCalls: sr.Syscalls, RecvCalls: rr.Syscalls,
 		EndMarker: rr.EndMarker, RcvBuf: rr.RcvBuf, SendCPUS: send.cpuSeconds(), RecvCPUS: recv.cpuSeconds(),
 		SendS: time.Duration(sr.EndNs - sr.StartNs).Seconds(),
 		// Both ends read the same wall clock (one host), so the window

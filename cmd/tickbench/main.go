@@ -198,6 +198,7 @@ func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.subs, "subs", "1,2", "day: subscriber counts, comma separated")
 	fs.BoolVar(&f.day.noAuth, "no-auth", false, "day: also run this tree with --auth=false on the feed handler and the subscribers as the peer tickcast-noauth in the same rounds (the cost of authentication)")
 	fs.BoolVar(&f.day.gso, "gso", false, "day: also run this tree's feed handler with --gso (UDP segmentation offload) as the peer tickcast-gso in the same rounds")
+	fs.BoolVar(&f.day.gro, "gro", false, "day: also run this tree with feedhandler --gso and subscriber --gro (UDP GRO: each GSO write arrives as one buffer) as the peer tickcast-gro in the same rounds")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: tickbench [flags]            latency (default)\n"+
 			"       tickbench --throughput [flags]\n"+

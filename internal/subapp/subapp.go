@@ -62,6 +62,7 @@ type Settings struct {
 	RcvBuf          int           `flag:"rcvbuf" default:"0" help:"socket receive buffer to request in bytes (0: as large as allowed)"`
 	RingSlots       int           `flag:"ring-slots" default:"8192" help:"receive ring slots per line (power of two)"`
 	MaxDatagram     int           `flag:"max-datagram" default:"1472" help:"largest datagram in bytes, as the feed handler's"`
+	GRO             bool          `flag:"gro" help:"with udp, ask the kernel for UDP GRO: a feed handler's --gso runs then arrive as one buffer each, which the subscriber cuts into its packets, and the kernel's work per packet on both hosts mostly goes (docs/bench.md, \"UDP GRO\"); packets from a feed handler without --gso arrive as before, each with one more copy. A kernel without UDP GRO (before Linux 5.0) receives as without it"`
 	Format          string        `flag:"format" default:"auto" help:"output: auto (summary on a terminal, else none), summary (live one-screen view), text or json (one line per message), none"`
 	Verify          bool          `flag:"verify" help:"check every message against the synthetic feed made with --seed, --instruments and --channels"`
 	Seed            uint64        `flag:"seed" default:"1" help:"synthetic feed seed, for --verify"`
@@ -461,7 +462,7 @@ func (s *Settings) libConfigs(p plan) libConfigs {
 		},
 		Recovery: recovery.ClientConfig{Feed: s.FeedName, Timeout: s.RecoveryTimeout, RepairBackoff: s.RecoveryBackoff, InlineOnly: s.RecoveryInline},
 		UDP: udp.Config{Interface: p.iface, MaxDatagram: s.MaxDatagram, RcvBuf: s.RcvBuf,
-			RingSlots: s.RingSlots, Mode: udpMode, CPU: s.CPU, Backoff: p.backoff},
+			RingSlots: s.RingSlots, Mode: udpMode, CPU: s.CPU, Backoff: p.backoff, GRO: s.GRO},
 		RDMA:     rdma.Config{Interface: p.iface, RingSlots: s.RingSlots, Mode: rdmaMode, CPU: s.CPU},
 		NATSLive: natslive.Config{RingSlots: s.RingSlots, MaxDatagram: s.MaxDatagram},
 		Faults:   s.faultsConfig(),
@@ -647,6 +648,7 @@ type Summary struct {
 	NoKey              uint64  `json:"no_key"`
 	KernelDrops        uint64  `json:"kernel_drops"`
 	RingFull           uint64  `json:"ring_full"`
+	Coalesced          uint64  `json:"coalesced"`
 	Sessions           uint64  `json:"sessions"`
 	SessionsEnded      uint64  `json:"sessions_ended"`
 	SessionsAbrupt     uint64  `json:"sessions_abrupt"`
@@ -772,7 +774,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 		LostRanges: st.LostRanges, Recovered: st.Recovered, Requests: st.Requests, Reordered: st.Reordered, WindowFull: st.WindowFull,
 		InstrumentGaps: st.InstrumentGaps, Stale: st.Stale, PacketsA: st.PacketsA, PacketsB: st.PacketsB,
 		Foreign: st.Foreign, Competing: st.Competing, Unvetted: st.Unvetted, Malformed: st.Malformed,
-		Unauthenticated: st.Unauthenticated, NoKey: st.NoKey, KernelDrops: st.KernelDrops, RingFull: st.RingFull,
+		Unauthenticated: st.Unauthenticated, NoKey: st.NoKey, KernelDrops: st.KernelDrops, RingFull: st.RingFull, Coalesced: st.Coalesced,
 		Sessions: st.Sessions, SessionsEnded: st.SessionsEnded, SessionsAbrupt: st.SessionsAbrupt, WinsA: st.WinsA, WinsB: st.WinsB,
 		Verify: a.s.Verify, VerifyOK: a.s.Verify && h.verifyErrs == 0 && h.received > 0, VerifyErrors: h.verifyErrs,
 		ElapsedS: elapsed.Seconds(), MsgsPerS: float64(h.received) / elapsed.Seconds(),

@@ -118,6 +118,17 @@ type Config struct {
 	// shows each run as one datagram; the receivers, a tap on the wire and
 	// a capture on a receiving host see the datagrams.
 	GSO bool
+	// GRO makes a Receiver ask for UDP GRO (UDP_GRO) where the kernel has
+	// it: a run a GSO sender wrote in one call then reaches the socket as
+	// one buffer, not segmented on the way, and the receiver cuts it into
+	// its datagrams, one copy each into the ring's slots. The kernel's
+	// work per datagram, which on loopback the sender pays for, mostly
+	// goes (docs/bench.md, "UDP GRO"). Datagrams from senders without GSO
+	// arrive one by one as before, with the same copy. Each receiver
+	// holds Batch buffers of 64 KiB for it. RecvStats.Coalesced counts the
+	// datagrams that arrived coalesced; a kernel without UDP GRO (before
+	// Linux 5.0) receives as without the setting.
+	GRO bool
 }
 
 // MaxDropPrefix bounds Config.DropPrefix.

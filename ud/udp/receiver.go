@@ -83,7 +83,11 @@ type Receiver struct {
 	lastDropRaw uint32 // latest SO_RXQ_OVFL value (the kernel's 32-bit counter)
 	drops       uint64 // lastDropRaw extended to 64 bits across wraps
 
-	datagrams, bytes, syscalls, kernelDrops, ringFull, truncated, errors atomic.Uint64
+	// gro holds the receive buffers with UDP GRO (Config.GRO, where the
+	// kernel has it); nil without.
+	gro *groRecv
+
+	datagrams, bytes, syscalls, kernelDrops, ringFull, truncated, errors, coalesced atomic.Uint64
 }
 
 var _ ud.Receiver = (*Receiver)(nil)
@@ -188,6 +192,15 @@ func (r *Receiver) setup() error {
 			return c.opError("setsockopt SO_ATTACH_FILTER", err)
 		}
 	}
+	if c.GRO {
+		on, err := enableGRO(c, fd)
+		if err != nil {
+			return err
+		}
+		if on {
+			r.gro = newGRORecv(c.Batch)
+		}
+	}
 	granted, err := setRcvBuf(c, fd)
 	if err != nil {
 		return err
@@ -240,17 +253,23 @@ func (r *Receiver) run(started chan<- error) {
 			continue
 		}
 		full = false
-		n = min(n, r.cfg.Batch)
-		for k := start; k < start+n; k++ {
-			// The kernel overwrites these two on every receive.
-			r.hdrs[k].Hdr.Controllen = ctrlSpace
-			r.hdrs[k].Hdr.Flags = 0
+		if r.gro != nil && r.gro.pending() {
+			// The last call's datagrams first: nothing more is
+			// received until they are in the ring.
+			r.spillGRO()
+			continue
 		}
 		var got int
 		var errno unix.Errno
-		if busy {
+		switch {
+		case r.gro != nil:
+			// GRO buffers, cut into the ring's slots (published here).
+			got, errno = r.receiveGRO(busy, unix.MSG_WAITFORONE)
+		case busy:
+			n = r.prepare(start, n)
 			got, errno = recvmmsgRaw(r.fd, &r.hdrs[start], n)
-		} else {
+		default:
+			n = r.prepare(start, n)
 			// MSG_WAITFORONE: block for the first datagram only, then take
 			// whatever else is queued without waiting to fill the batch.
 			got, errno = recvmmsg(r.fd, &r.hdrs[start], n, unix.MSG_WAITFORONE)
@@ -279,8 +298,22 @@ func (r *Receiver) run(started chan<- error) {
 			continue
 		}
 		idle.Busy()
-		r.deliver(start, got)
+		if r.gro == nil {
+			r.deliver(start, got)
+		}
 	}
+}
+
+// prepare readies the descriptors of the n free slots from start for a
+// receive, at most a batch of them, and returns how many it readied.
+func (r *Receiver) prepare(start, n int) int {
+	n = min(n, r.cfg.Batch)
+	for k := start; k < start+n; k++ {
+		// The kernel overwrites these two on every receive.
+		r.hdrs[k].Hdr.Controllen = ctrlSpace
+		r.hdrs[k].Hdr.Flags = 0
+	}
+	return n
 }
 
 // Fill receives what the socket holds into free ring slots, without
@@ -293,7 +326,7 @@ func (r *Receiver) Fill() int {
 		return 0
 	}
 	n := r.cfg.Notifier
-	if r.watching && !n.Ready(r.watch) {
+	if r.watching && !n.Ready(r.watch) && (r.gro == nil || !r.gro.pending()) {
 		return 0
 	}
 	r.fillMu.Lock()
@@ -312,11 +345,10 @@ func (r *Receiver) Fill() int {
 		return 0
 	}
 	r.fillFull = false
-	free = min(free, r.cfg.Batch)
-	for k := start; k < start+free; k++ {
-		r.hdrs[k].Hdr.Controllen = ctrlSpace
-		r.hdrs[k].Hdr.Flags = 0
+	if r.gro != nil {
+		return r.fillGRO()
 	}
+	free = r.prepare(start, free)
 	got, errno := recvmmsgRaw(r.fd, &r.hdrs[start], free)
 	switch {
 	case errno == unix.EAGAIN || errno == unix.EINTR:
@@ -330,6 +362,22 @@ func (r *Receiver) Fill() int {
 	}
 	if got > 0 {
 		r.deliver(start, got)
+	}
+	return got
+}
+
+// fillGRO is Fill for a GRO receiver: the datagrams of the last call that
+// wait for slots first, else a new call.
+func (r *Receiver) fillGRO() int {
+	if r.gro.pending() {
+		return r.spillGRO()
+	}
+	got, errno := r.receiveGRO(true, 0)
+	if errno != 0 && errno != unix.EAGAIN && errno != unix.EINTR {
+		r.errors.Add(1)
+	}
+	if r.watching && (errno != 0 || r.gro.got < r.cfg.Batch) {
+		r.cfg.Notifier.SetReady(r.watch, false) // drained: wait for epoll
 	}
 	return got
 }
@@ -448,6 +496,7 @@ func (r *Receiver) Stats() ud.RecvStats {
 		RingFull:    r.ringFull.Load(),
 		Truncated:   r.truncated.Load(),
 		Errors:      r.errors.Load(),
+		Coalesced:   r.coalesced.Load(),
 		RcvBuf:      r.rcvBuf,
 	}
 }
