@@ -492,8 +492,8 @@ type floorResult struct {
 	Bytes      uint64  `json:"bytes"`
 	Truncated  uint64  `json:"truncated"`
 	Coalesced  uint64  `json:"coalesced,omitempty"` // received as segments of a GRO buffer
-	WindowS    float64 `json:"window_s"` // sender's first sendmmsg to receiver's last datagram
-	SendS      float64 `json:"send_s"`   // the sender's own duration
+	WindowS    float64 `json:"window_s"`            // sender's first sendmmsg to receiver's last datagram
+	SendS      float64 `json:"send_s"`              // the sender's own duration
 	DgramsPerS float64 `json:"dgrams_per_s"`
 	BytesPerS  float64 `json:"bytes_per_s"`
 	SendCalls  uint64  `json:"send_syscalls"`
