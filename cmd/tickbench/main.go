@@ -105,6 +105,8 @@ func runRole(role string, args []string, stdout, stderr io.Writer) int {
 		err = rawSend(args, stdout)
 	case "raw-recv":
 		err = rawRecv(args, stdout, stderr)
+	case "tick-send":
+		err = tickSend(args, stdout, stderr)
 	case "lat-send":
 		err = latSend(args, stdout)
 	case "lat-recv":
@@ -144,7 +146,7 @@ type benchFlags struct {
 	ls                                                     latSettings
 	channels, rates, searchRates, modes, fanSubs, markdown string
 	deploy, floors                                         string
-	search, throughput                                     bool
+	search, throughput, subCap                             bool
 	day                                                    daySettings
 	dayMode                                                bool
 	subs                                                   string
@@ -192,6 +194,8 @@ func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&s.size, "size", 0, "throughput: floor datagram size in bytes (0: tickcast's mean packet size, measured in the warm-up run)")
 	fs.IntVar(&s.batch, "batch", 16, "throughput and day: datagrams per sendmmsg, for the floor sender and the feed handler's --send-batch alike")
 	fs.BoolVar(&s.busyPoll, "busy-poll", false, "throughput: also run tickcast with the subscriber in busy-poll mode each round (besides direct and blocking with pre-generated messages, and direct with live generation)")
+	fs.BoolVar(&f.subCap, "sub-capacity", false, "measure one subscriber's capacity instead: tickcast packets of --count messages (unsealed) sent by UDP GSO faster than it takes them, "+
+		"with and without --gro, beside the raw receiver fed the same way; ticks/s and CPU per packet")
 	// The whole path (--day).
 	fs.BoolVar(&f.dayMode, "day", false, "measure the whole path instead: an ITCH day file → feed handler (--rate 0) → subscribers that must receive every tick, beside the raw floor")
 	fs.StringVar(&f.day.file, "itch-file", "", "day: the ITCH file (NASDAQ's format, plain) to publish (default: write a day of --count messages, 8,000 stocks, with itchgen)")
@@ -202,7 +206,8 @@ func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: tickbench [flags]            latency (default)\n"+
 			"       tickbench --throughput [flags]\n"+
-			"       tickbench --day [flags]\n\n"+
+			"       tickbench --day [flags]\n"+
+			"       tickbench --sub-capacity [flags]\n\n"+
 			"Latency: paced rates, each peer a sender and a receiver process on loopback multicast: a raw-socket\n"+
 			"floor (blocking epoll+recvmmsg and busy-poll), tickcast (feedhandler → subscriber, per --modes) and\n"+
 			"NATS core; interleaved rounds, medians and spreads, ratios, rate search, ping-pong (with sockperf)\n"+
@@ -210,6 +215,7 @@ func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 			"Throughput: tickcast at full speed beside a raw sendmmsg/recvmmsg floor, and the ratios.\n"+
 			"Day (--day): an ITCH file through the feed handler to 1 and 2 subscribers on 1 and 4 channels, at full speed:\n"+
 			"ITCH messages/s, ticks/s, packets/s, CPU per tick and per packet and peak RSS of every process, beside the floor.\n"+
+			"Subscriber capacity (--sub-capacity): one subscriber fed tickcast packets faster than it takes them, beside the raw receiver.\n"+
 			"See docs/bench.md.\n\n")
 		fs.PrintDefaults()
 	}
@@ -236,12 +242,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	if f.dayMode && f.throughput {
-		fmt.Fprintln(stderr, "tickbench: --day and --throughput are two modes: give one")
+	if n := btoi(f.dayMode) + btoi(f.throughput) + btoi(f.subCap); n > 1 {
+		fmt.Fprintln(stderr, "tickbench: --day, --throughput and --sub-capacity are modes: give one")
 		return 2
 	}
 	if f.throughput {
 		return runThroughput(ctx, f.s, f.channels, stdout, stderr)
+	}
+	if f.subCap {
+		return runSubCapMain(ctx, f.s, set, stdout, stderr)
 	}
 	if f.dayMode {
 		return f.runDay(ctx, set, stdout, stderr)
