@@ -240,23 +240,7 @@ func measureDay(ctx context.Context, s daySettings, progress io.Writer) (*dayRes
 			return nil, fmt.Errorf("round %d: floor: %w", i, err)
 		}
 		fmt.Fprintf(progress, " %.0f dg/s", rd.Floor.DgramsPerS)
-		gc := fc
-		gc.GSO = min(maxGSOSegments, maxGSOBytes/fc.Size)
-		if g, err := runFloor(ctx, gc); err != nil {
-			rd.FloorGSOError = err.Error()
-			fmt.Fprintf(progress, "; floor with GSO: %v", err)
-		} else {
-			rd.FloorGSO = &g
-			fmt.Fprintf(progress, "; floor with GSO (%d a write) %.0f dg/s", gc.GSO, g.DgramsPerS)
-			gc.GRO = true
-			if g, err := runFloor(ctx, gc); err != nil {
-				rd.FloorGROError = err.Error()
-				fmt.Fprintf(progress, "; floor with GSO and GRO: %v", err)
-			} else {
-				rd.FloorGRO = &g
-				fmt.Fprintf(progress, "; and GRO %.0f dg/s", g.DgramsPerS)
-			}
-		}
+		runGSOFloors(ctx, fc, &rd, progress)
 		for _, ch := range s.channels {
 			for _, n := range s.subs {
 				for _, p := range peers {
@@ -606,5 +590,28 @@ func writeFloorVariant(w io.Writer, r *dayResult, title string, get func(dayRoun
 			name, spread(rate, 1e-3, "%.0fk"), spread(send, 1, "%.2f"), spread(recv, 1, "%.2f"))
 	case why != "":
 		fmt.Fprintf(w, "%s: not run: %s\n", name, why)
+	}
+}
+
+// runGSOFloors runs the round's floor with UDP GSO writes, and with a GRO
+// receiver too, recording each result or why it could not run.
+func runGSOFloors(ctx context.Context, fc floorConfig, rd *dayRound, progress io.Writer) {
+	gc := fc
+	gc.GSO = min(maxGSOSegments, maxGSOBytes/fc.Size)
+	g, err := runFloor(ctx, gc)
+	if err != nil {
+		rd.FloorGSOError = err.Error()
+		fmt.Fprintf(progress, "; floor with GSO: %v", err)
+		return
+	}
+	rd.FloorGSO = &g
+	fmt.Fprintf(progress, "; floor with GSO (%d a write) %.0f dg/s", gc.GSO, g.DgramsPerS)
+	gc.GRO = true
+	if g, err := runFloor(ctx, gc); err != nil {
+		rd.FloorGROError = err.Error()
+		fmt.Fprintf(progress, "; floor with GSO and GRO: %v", err)
+	} else {
+		rd.FloorGRO = &g
+		fmt.Fprintf(progress, "; and GRO %.0f dg/s", g.DgramsPerS)
 	}
 }

@@ -72,38 +72,11 @@ func tickSend(args []string, stdout, stderr io.Writer) error {
 	if *count == 0 || *count > 100_000_000 || *segs < 1 || *segs > maxGSOSegments {
 		return fmt.Errorf("--count %d --gso %d: want 1..100000000 messages, 1..%d packets a call", *count, *segs, maxGSOSegments)
 	}
-	ga := netip.AddrPortFrom(group, uint16(rf.port))
-	rec := &recordSender{max: udp.DefaultMaxDatagram}
-	pub, err := tickcast.NewPublisher(tickcast.PublisherConfig{Channels: 1, GroupA: ga, SendBatch: 64,
-		NewSender: func(ud.LineID) (ud.Sender, error) { return rec, nil }})
+	pkts, data, msgs, err := buildTickPackets(netip.AddrPortFrom(group, uint16(rf.port)), *count)
 	if err != nil {
 		return err
 	}
-	src, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: feedSeed, Instruments: feedInstruments, Channels: 1})
-	if err != nil {
-		return err
-	}
-	var m feed.Msg
-	for range *count {
-		if err := src.Next(&m); err != nil {
-			return err
-		}
-		if err := pub.Publish(&m, time.Now().UnixNano()); err != nil {
-			return err
-		}
-	}
-	if err := pub.Flush(time.Now().UnixNano()); err != nil {
-		return err
-	}
-	data := len(rec.pkts)
-	if err := pub.End(); err != nil {
-		return err
-	}
-	eos := rec.pkts[data:]
-	if len(eos) == 0 {
-		return fmt.Errorf("the publisher sent no end of session")
-	}
-	st := pub.Stats()
+	eos := pkts[data:]
 	s, err := udp.NewSender(udp.Config{Group: group, Port: rf.port, Interface: netip.AddrFrom4(loopback), TTL: 0, CPU: -1, GSO: true})
 	if err != nil {
 		return err
@@ -121,14 +94,14 @@ func tickSend(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	for i := 0; i < data; i += *segs {
-		if err := warm.Send(rec.pkts[i:min(i+*segs, data)]); err != nil {
+		if err := warm.Send(pkts[i:min(i+*segs, data)]); err != nil {
 			warm.Close()
 			return err
 		}
 	}
 	warm.Close()
-	rep := tickSendReport{Messages: st.Messages, Packets: uint64(data)}
-	for _, p := range rec.pkts[:data] {
+	rep := tickSendReport{Messages: msgs, Packets: uint64(data)}
+	for _, p := range pkts[:data] {
 		rep.Bytes += uint64(len(p))
 	}
 	// Built: wait for the go (SIGUSR1), sent once the subscriber has
@@ -143,7 +116,7 @@ func tickSend(args []string, stdout, stderr io.Writer) error {
 	}
 	rep.StartNs = time.Now().UnixNano()
 	for i := 0; i < data; i += *segs {
-		if err := s.Send(rec.pkts[i:min(i+*segs, data)]); err != nil {
+		if err := s.Send(pkts[i:min(i+*segs, data)]); err != nil {
 			return err
 		}
 	}
@@ -159,6 +132,45 @@ func tickSend(args []string, stdout, stderr io.Writer) error {
 	}
 	rep.Segmented = s.Stats().Segmented
 	return json.NewEncoder(stdout).Encode(&rep)
+}
+
+// buildTickPackets publishes count messages of the synthetic feed (seed
+// feedSeed, feedInstruments instruments, one channel) for group ga into
+// memory, unsealed, full packets padded to udp.DefaultMaxDatagram as a
+// feed handler with --gso pads them. It returns every packet sent, data
+// first and then the end of session, how many are data, and the messages
+// they carry.
+func buildTickPackets(ga netip.AddrPort, count uint64) (pkts [][]byte, data int, msgs uint64, err error) {
+	rec := &recordSender{max: udp.DefaultMaxDatagram}
+	pub, err := tickcast.NewPublisher(tickcast.PublisherConfig{Channels: 1, GroupA: ga, SendBatch: 64,
+		NewSender: func(ud.LineID) (ud.Sender, error) { return rec, nil }})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	src, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: feedSeed, Instruments: feedInstruments, Channels: 1})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	var m feed.Msg
+	for range count {
+		if err := src.Next(&m); err != nil {
+			return nil, 0, 0, err
+		}
+		if err := pub.Publish(&m, time.Now().UnixNano()); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	if err := pub.Flush(time.Now().UnixNano()); err != nil {
+		return nil, 0, 0, err
+	}
+	data = len(rec.pkts)
+	if err := pub.End(); err != nil {
+		return nil, 0, 0, err
+	}
+	if len(rec.pkts) == data {
+		return nil, 0, 0, fmt.Errorf("the publisher sent no end of session")
+	}
+	return rec.pkts, data, pub.Stats().Messages, nil
 }
 
 // subCapRun is one subscriber run of --sub-capacity.
