@@ -1,0 +1,138 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ReaderConfig says which records a Reader reads.
+type ReaderConfig struct {
+	// Feed and Channel name the records' subject.
+	Feed    string
+	Channel int
+	// Conn is a NATS connection to the archive's server or cluster.
+	Conn *nats.Conn
+	// From, if not zero, starts at the first record stored at or after
+	// this time; zero starts at the oldest record held.
+	From time.Time
+}
+
+// CorruptRecordError reports a stored record that failed Decode, by its
+// place in the stream. It is never delivered.
+type CorruptRecordError struct {
+	Stream    string
+	StreamSeq uint64 // the record's sequence in the stream
+	Subject   string
+	Err       error // the *DecodeError
+}
+
+func (e *CorruptRecordError) Error() string {
+	return fmt.Sprintf("archive: stream %s message %d (%s): %v", e.Stream, e.StreamSeq, e.Subject, e.Err)
+}
+
+// Unwrap returns the decode error, which matches ErrCorrupt.
+func (e *CorruptRecordError) Unwrap() error { return e.Err }
+
+// ErrEmpty is returned by OpenReader when the archive holds no record of
+// the channel.
+var ErrEmpty = errors.New("archive: no record of the channel")
+
+// Reader reads one channel's records in the order they were stored, up to
+// the last one stored when it was opened.
+type Reader struct {
+	cfg     ReaderConfig
+	stream  string
+	subject string
+	last    uint64 // the stream sequence of the last record to read
+	cons    jetstream.Consumer
+	it      jetstream.MessagesContext
+	done    bool
+}
+
+// OpenReader opens a reader of one channel's archive. It returns an error
+// wrapping ErrEmpty when the channel has no record.
+func OpenReader(ctx context.Context, cfg ReaderConfig) (*Reader, error) {
+	if !validFeed(cfg.Feed) {
+		return nil, fmt.Errorf("archive: feed %q: want letters, digits, '-' or '_'", cfg.Feed)
+	}
+	if cfg.Conn == nil {
+		return nil, errors.New("archive: ReaderConfig.Conn: a NATS connection is required")
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("archive: jetstream: %w", err)
+	}
+	r := &Reader{cfg: cfg, stream: StreamName(cfg.Feed), subject: Subject(cfg.Feed, cfg.Channel)}
+	st, err := js.Stream(ctx, r.stream)
+	if err != nil {
+		return nil, fmt.Errorf("archive: stream %s: %w", r.stream, err)
+	}
+	lastMsg, err := st.GetLastMsgForSubject(ctx, r.subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("%w: stream %s holds nothing on %s", ErrEmpty, r.stream, r.subject)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("archive: stream %s: last record on %s: %w", r.stream, r.subject, err)
+	}
+	r.last = lastMsg.Sequence
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{r.subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if !cfg.From.IsZero() {
+		from := cfg.From
+		occ.DeliverPolicy, occ.OptStartTime = jetstream.DeliverByStartTimePolicy, &from
+	}
+	if r.cons, err = st.OrderedConsumer(ctx, occ); err != nil {
+		return nil, fmt.Errorf("archive: stream %s: reader of %s: %w", r.stream, r.subject, err)
+	}
+	if r.it, err = r.cons.Messages(); err != nil {
+		return nil, fmt.Errorf("archive: stream %s: reader of %s: %w", r.stream, r.subject, err)
+	}
+	return r, nil
+}
+
+// Last returns the stream sequence of the last record the reader reads.
+func (r *Reader) Last() uint64 { return r.last }
+
+// Next returns the next record and its sequence in the stream; io.EOF
+// after the last. A record that fails to decode is returned as a
+// *CorruptRecordError with its place, and reading can go on past it.
+func (r *Reader) Next() (Record, uint64, error) {
+	if r.done {
+		return Record{}, 0, io.EOF
+	}
+	msg, err := r.it.Next()
+	if err != nil {
+		return Record{}, 0, fmt.Errorf("archive: stream %s: reading %s: %w", r.stream, r.subject, err)
+	}
+	md, err := msg.Metadata()
+	if err != nil {
+		return Record{}, 0, fmt.Errorf("archive: stream %s: reading %s: %w", r.stream, r.subject, err)
+	}
+	seq := md.Sequence.Stream
+	if seq >= r.last {
+		r.done = true
+		r.it.Stop()
+	}
+	rec, err := Decode(msg.Data())
+	if err != nil {
+		return Record{}, seq, &CorruptRecordError{Stream: r.stream, StreamSeq: seq, Subject: r.subject, Err: err}
+	}
+	if rec.Channel != r.cfg.Channel {
+		return Record{}, seq, &CorruptRecordError{Stream: r.stream, StreamSeq: seq, Subject: r.subject,
+			Err: &DecodeError{Offset: 6, Detail: fmt.Sprintf("channel %d stored under channel %d's subject", rec.Channel, r.cfg.Channel)}}
+	}
+	return rec, seq, nil
+}
+
+// Close stops the reader.
+func (r *Reader) Close() {
+	if !r.done {
+		r.done = true
+		r.it.Stop()
+	}
+}

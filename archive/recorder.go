@@ -1,0 +1,426 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tickcast/tickcast/config"
+	"github.com/tickcast/tickcast/mold"
+)
+
+// Defaults of RecorderConfig.
+const (
+	// DefaultRecordBytes is the default RecorderConfig.RecordBytes.
+	DefaultRecordBytes = 256 << 10
+	// DefaultRecordDelay is the default RecorderConfig.RecordDelay.
+	DefaultRecordDelay = 50 * time.Millisecond
+	// DefaultBuffers is the default RecorderConfig.Buffers.
+	DefaultBuffers = 32
+	// maxPending bounds the records published and not yet acknowledged.
+	maxPending = 64
+)
+
+// RecorderConfig configures a Recorder.
+type RecorderConfig struct {
+	// Feed names the feed (its subjects and stream).
+	Feed string
+	// Channels is the number of channels recorded.
+	Channels int
+	// Conn is the NATS connection to a server with JetStream.
+	Conn *nats.Conn
+	// Stream sets the stream's storage, replicas and retention; the
+	// recorder creates the stream, or updates its limits.
+	Stream StreamConfig
+	// RecordBytes bounds one stored record; 0 means DefaultRecordBytes.
+	// At most 1 MiB less a header's room, under NATS's default payload
+	// limit.
+	RecordBytes int
+	// RecordDelay is the longest a packet waits in a record before the
+	// record is stored; 0 means DefaultRecordDelay.
+	RecordDelay time.Duration
+	// Buffers is the number of record buffers per channel, each of
+	// RecordBytes; 0 means DefaultBuffers. When every one waits for
+	// JetStream, packets are not recorded: they are counted and written as
+	// a loss record once a buffer is free.
+	Buffers int
+	// OnError, if set, is called (from the recorder's goroutine) with each
+	// failure to store a record. It must not block.
+	OnError func(error)
+}
+
+var recCheck = config.Checker{Pkg: "archive", Struct: "RecorderConfig"}
+
+func (c *RecorderConfig) withDefaults() {
+	config.Default(&c.RecordBytes, DefaultRecordBytes)
+	config.Default(&c.RecordDelay, DefaultRecordDelay)
+	config.Default(&c.Buffers, DefaultBuffers)
+}
+
+func (c *RecorderConfig) validate() error {
+	switch {
+	case c.Conn == nil:
+		return recCheck.Invalid("Conn", "nil", "a NATS connection to a server with JetStream is required")
+	case c.Channels < 1 || c.Channels > 1024:
+		return recCheck.Invalid("Channels", c.Channels, "want 1..1024")
+	case c.RecordBytes < HeaderLen+2+MaxPacketLen || c.RecordBytes > 1<<20-4096:
+		return recCheck.Invalid("RecordBytes", c.RecordBytes, "want %d..%d: room for the largest packet, under NATS's 1 MiB payload", HeaderLen+2+MaxPacketLen, 1<<20-4096)
+	case c.RecordDelay < time.Millisecond || c.RecordDelay > time.Minute:
+		return recCheck.Invalid("RecordDelay", c.RecordDelay, "want 1ms..1m")
+	case c.Buffers < 2 || c.Buffers > 4096:
+		return recCheck.Invalid("Buffers", c.Buffers, "want 2..4096")
+	}
+	return c.Stream.validate(c.Feed)
+}
+
+// RecorderStats are a Recorder's cumulative counters.
+type RecorderStats struct {
+	Records        uint64  // packet records stored (acknowledged)
+	LossRecords    uint64  // loss records stored
+	Packets        uint64  // packets stored
+	Messages       uint64  // messages in them
+	Bytes          uint64  // record bytes stored
+	LostPackets    uint64  // packets not recorded: no free buffer, or their record refused
+	LostMessages   uint64  // messages in them
+	Errors         uint64  // records JetStream refused or did not acknowledge
+	LagSeconds     float64 // the latest stored record's first packet to its acknowledgement
+	PendingRecords int     // records handed over and not yet acknowledged
+}
+
+// Recorder records every packet of a feed to its archive stream, off the
+// sending path. Record copies a packet into its channel's current record
+// and returns; the recorder's goroutine stores full records, and records
+// older than RecordDelay, as JetStream messages, each with the message id
+// "SESSION.CHANNEL.FIRST", so that a record published twice is stored once.
+type Recorder struct {
+	cfg      RecorderConfig
+	js       jetstream.JetStream
+	stream   string
+	subjects []string
+	chans    []*chanRecorder
+	out      chan *outRecord
+	done     chan struct{}
+	stop     chan struct{}
+	closed   atomic.Bool
+
+	records, lossRecords, packets, messages, bytes, lostPackets, lostMessages, errs atomic.Uint64
+	lagNs                                                                             atomic.Int64
+	pending                                                                           atomic.Int64
+}
+
+// chanRecorder is one channel's record in progress.
+type chanRecorder struct {
+	ch   int
+	mu   sync.Mutex
+	cur  *outRecord   // being filled; nil when none is free
+	free chan *outRecord
+	// A run of packets not recorded, to be written as a loss record.
+	losing              bool
+	lossSession         mold.Session
+	lossFirst, lossNext uint64
+}
+
+// outRecord is a record buffer, filled by Record and stored by the
+// recorder's goroutine.
+type outRecord struct {
+	b       builder
+	c       *chanRecorder
+	data    []byte // the finished record
+	packets uint64
+}
+
+// NewRecorder creates or updates the feed's archive stream and starts
+// recording.
+func NewRecorder(ctx context.Context, cfg RecorderConfig) (*Recorder, error) {
+	cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("archive: jetstream: %w", err)
+	}
+	if err := ensureStream(ctx, js, cfg.Feed, cfg.Stream); err != nil {
+		return nil, err
+	}
+	r := &Recorder{cfg: cfg, js: js, stream: StreamName(cfg.Feed), chans: make([]*chanRecorder, cfg.Channels),
+		subjects: make([]string, cfg.Channels), out: make(chan *outRecord, cfg.Channels*cfg.Buffers+cfg.Channels),
+		done: make(chan struct{}), stop: make(chan struct{})}
+	for ch := range r.chans {
+		c := &chanRecorder{ch: ch, free: make(chan *outRecord, cfg.Buffers)}
+		for range cfg.Buffers {
+			c.free <- &outRecord{c: c, b: builder{buf: make([]byte, HeaderLen, cfg.RecordBytes), capBytes: cfg.RecordBytes}}
+		}
+		r.chans[ch] = c
+		r.subjects[ch] = Subject(cfg.Feed, ch)
+	}
+	go r.run()
+	return r, nil
+}
+
+// Record records one packet of channel ch as sent: a data packet or an end
+// of session (heartbeats are not recorded). It copies the packet and never
+// blocks on JetStream; it allocates nothing. It is safe to call from one
+// goroutine per channel, concurrently with the recorder's goroutine.
+func (r *Recorder) Record(ch int, pkt []byte) {
+	h, err := mold.DecodeHeader(pkt)
+	if err != nil || h.IsHeartbeat() || ch < 0 || ch >= len(r.chans) || len(pkt) > MaxPacketLen || r.closed.Load() {
+		return
+	}
+	now := time.Now().UnixNano()
+	c := r.chans[ch]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := h.Messages()
+	if o := c.cur; o != nil && (o.b.session != h.Session || o.b.next != h.Seq || !o.b.fits(len(pkt))) {
+		r.handOver(c)
+	}
+	if c.cur == nil && !r.take(c, h.Session, h.Seq, now) {
+		c.lose(h.Session, h.Seq, uint64(n))
+		r.lostPackets.Add(1)
+		r.lostMessages.Add(uint64(n))
+		return
+	}
+	c.cur.b.add(pkt, n, now)
+	c.cur.packets++
+	if h.IsEndOfSession() {
+		r.handOver(c)
+	}
+}
+
+// lose extends c's run of packets not recorded with one of session s
+// carrying n messages from seq.
+func (c *chanRecorder) lose(s mold.Session, seq, n uint64) {
+	if c.losing && (c.lossSession != s || c.lossNext != seq) {
+		// A new session, or a jump: the first run's record is written
+		// with what is known; the next starts here. Rare: only the
+		// latest run is kept while no buffer is free.
+		c.losing = false
+	}
+	if !c.losing {
+		c.losing, c.lossSession, c.lossFirst, c.lossNext = true, s, seq, seq
+	}
+	c.lossNext += n
+}
+
+// take gives c a fresh record starting at seq in session s, first writing
+// any pending loss record. It reports false when no buffer is free.
+func (r *Recorder) take(c *chanRecorder, s mold.Session, seq uint64, now int64) bool {
+	if c.losing && c.lossNext > c.lossFirst {
+		var o *outRecord
+		select {
+		case o = <-c.free:
+		default:
+			return false
+		}
+		o.b.loss(c.ch, c.lossSession, c.lossFirst, c.lossNext, now)
+		o.packets = 0
+		o.data = o.b.finish()
+		r.pending.Add(1)
+		r.out <- o // never blocks: room for every buffer
+	}
+	c.losing = false
+	select {
+	case c.cur = <-c.free:
+	default:
+		return false
+	}
+	c.cur.b.reset(c.ch, s, seq, now)
+	c.cur.packets = 0
+	return true
+}
+
+// handOver finishes c's current record, if it holds packets, and hands it
+// to the recorder's goroutine. c.mu is held.
+func (r *Recorder) handOver(c *chanRecorder) {
+	o := c.cur
+	if o == nil || o.b.count == 0 {
+		return
+	}
+	c.cur = nil
+	o.data = o.b.finish()
+	r.pending.Add(1)
+	r.out <- o // never blocks: room for every buffer
+}
+
+// run stores records until Close, then what is left.
+func (r *Recorder) run() {
+	defer close(r.done)
+	tick := time.NewTicker(r.cfg.RecordDelay / 2)
+	defer tick.Stop()
+	var fl []inflight
+	for {
+		select {
+		case o := <-r.out:
+			fl = r.publish(o, fl)
+		case <-tick.C:
+			r.flushOld(time.Now().UnixNano() - r.cfg.RecordDelay.Nanoseconds())
+			fl = r.reap(fl, 0)
+		case <-r.stop:
+			r.flushOld(1 << 62)
+			for {
+				select {
+				case o := <-r.out:
+					fl = r.publish(o, fl)
+					continue
+				default:
+				}
+				break
+			}
+			r.reap(fl, len(fl))
+			return
+		}
+	}
+}
+
+// inflight is a record published and not yet acknowledged.
+type inflight struct {
+	o   *outRecord
+	ack jetstream.PubAckFuture
+}
+
+// publish stores o asynchronously and collects acknowledgements, waiting
+// for the oldest while maxPending are outstanding.
+func (r *Recorder) publish(o *outRecord, fl []inflight) []inflight {
+	b := &o.b
+	id := b.session.String() + "." + strconv.Itoa(b.channel) + "." + strconv.FormatUint(b.first, 10)
+	if b.kind == KindLoss {
+		id += ".loss"
+	}
+	msg := &nats.Msg{Subject: r.subjects[b.channel], Data: o.data, Header: nats.Header{jetstream.MsgIDHeader: []string{id}}}
+	ack, err := r.js.PublishMsgAsync(msg)
+	if err != nil {
+		r.failed(o, fmt.Errorf("archive: store %s: %w", o.describe(), err))
+		return fl
+	}
+	fl = append(fl, inflight{o: o, ack: ack})
+	return r.reap(fl, len(fl)-maxPending+1)
+}
+
+// reap releases the acknowledged records at the front of fl, waiting
+// (each at most 5 s) for the first wait of them.
+func (r *Recorder) reap(fl []inflight, wait int) []inflight {
+	for len(fl) > 0 {
+		f := fl[0]
+		var err error
+		if wait > 0 {
+			wait--
+			t := time.NewTimer(5 * time.Second)
+			select {
+			case <-f.ack.Ok():
+			case err = <-f.ack.Err():
+			case <-t.C:
+				err = errors.New("no acknowledgement within 5s")
+			}
+			t.Stop()
+		} else {
+			select {
+			case <-f.ack.Ok():
+			case err = <-f.ack.Err():
+			default:
+				return fl
+			}
+		}
+		if err != nil {
+			r.failed(f.o, fmt.Errorf("archive: store %s: %w", f.o.describe(), err))
+		} else {
+			r.stored(f.o)
+		}
+		fl = fl[1:]
+	}
+	return fl
+}
+
+// stored counts an acknowledged record and frees its buffer.
+func (r *Recorder) stored(o *outRecord) {
+	b := &o.b
+	if b.kind == KindLoss {
+		r.lossRecords.Add(1)
+	} else {
+		r.records.Add(1)
+		r.packets.Add(o.packets)
+		r.messages.Add(b.next - b.first)
+		r.lagNs.Store(time.Now().UnixNano() - b.firstNs)
+	}
+	r.bytes.Add(uint64(len(o.data)))
+	r.release(o)
+}
+
+// failed counts a record that was not stored. Its packets are lost to
+// the archive; a packets record's range is written as a loss record in
+// its place when a buffer allows.
+func (r *Recorder) failed(o *outRecord, err error) {
+	r.errs.Add(1)
+	if r.cfg.OnError != nil {
+		r.cfg.OnError(err)
+	}
+	b := &o.b
+	if b.kind == KindPackets {
+		r.lostPackets.Add(o.packets)
+		r.lostMessages.Add(b.next - b.first)
+		c := o.c
+		c.mu.Lock()
+		if !c.losing {
+			c.losing, c.lossSession, c.lossFirst, c.lossNext = true, b.session, b.first, b.next
+		}
+		c.mu.Unlock()
+	}
+	r.release(o)
+}
+
+// release returns o's buffer to its channel.
+func (r *Recorder) release(o *outRecord) {
+	r.pending.Add(-1)
+	o.c.free <- o // never blocks: the channel has room for all its buffers
+}
+
+// flushOld hands over every record whose first packet was taken before
+// beforeNs.
+func (r *Recorder) flushOld(beforeNs int64) {
+	for _, c := range r.chans {
+		c.mu.Lock()
+		if c.cur != nil && c.cur.b.count > 0 && c.cur.b.firstNs < beforeNs {
+			r.handOver(c)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// describe names a record for errors.
+func (o *outRecord) describe() string {
+	b := &o.b
+	kind := "record"
+	if b.kind == KindLoss {
+		kind = "loss record"
+	}
+	return fmt.Sprintf("%s of channel %d session %s messages %d..%d", kind, b.channel, b.session, b.first, b.next-1)
+}
+
+// Stats returns the recorder's counters. Any goroutine.
+func (r *Recorder) Stats() RecorderStats {
+	return RecorderStats{
+		Records: r.records.Load(), LossRecords: r.lossRecords.Load(), Packets: r.packets.Load(), Messages: r.messages.Load(),
+		Bytes: r.bytes.Load(), LostPackets: r.lostPackets.Load(), LostMessages: r.lostMessages.Load(), Errors: r.errs.Load(),
+		LagSeconds: time.Duration(r.lagNs.Load()).Seconds(), PendingRecords: int(r.pending.Load()),
+	}
+}
+
+// Close stores what is recorded and waits for JetStream's
+// acknowledgements (at most 5 s for each record outstanding), then stops.
+// Packets recorded after Close are ignored. Idempotent.
+func (r *Recorder) Close() error {
+	if r.closed.Swap(true) {
+		<-r.done
+		return nil
+	}
+	close(r.stop)
+	<-r.done
+	return nil
+}
