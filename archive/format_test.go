@@ -87,7 +87,10 @@ func TestDecodeRejects(t *testing.T) {
 		{"no packets", mod(func(b []byte) []byte { binary.BigEndian.PutUint32(b[34:], 0); return refix(b[:HeaderLen]) }), "no packets"},
 		{"trailing", mod(func(b []byte) []byte { return refix(append(b, 0)) }), "bytes after the last"},
 		{"truncated packet", mod(func(b []byte) []byte { return refix(b[:len(b)-3]) }), "bytes left"},
-		{"bad packet", mod(func(b []byte) []byte { binary.BigEndian.PutUint16(b[HeaderLen+2+mold.SessionLen+8:], 300); return refix(b) }), "packet 1 of 5: mold:"},
+		{"bad packet", mod(func(b []byte) []byte {
+			binary.BigEndian.PutUint16(b[HeaderLen+2+mold.SessionLen+8:], 300)
+			return refix(b)
+		}), "packet 1 of 5: mold:"},
 		{"session", record(t, 0, s, append(append([][]byte{}, pkts...), otherPkts...)), "session XYZ"},
 		{"gap", record(t, 0, s, [][]byte{pkts[0], pkts[2]}), "packet 2 of 2: sequence"},
 		{"end of session inside", record(t, 0, s, [][]byte{pkts[0], mold.AppendEndOfSession(nil, s, 2), pkts[1]}), "an end of session before"},

@@ -111,15 +111,15 @@ type Recorder struct {
 	closed   atomic.Bool
 
 	records, lossRecords, packets, messages, bytes, lostPackets, lostMessages, errs atomic.Uint64
-	lagNs                                                                             atomic.Int64
-	pending                                                                           atomic.Int64
+	lagNs                                                                           atomic.Int64
+	pending                                                                         atomic.Int64
 }
 
 // chanRecorder is one channel's record in progress.
 type chanRecorder struct {
 	ch   int
 	mu   sync.Mutex
-	cur  *outRecord   // being filled; nil when none is free
+	cur  *outRecord // being filled; nil when none is free
 	free chan *outRecord
 	// A run of packets not recorded, to be written as a loss record.
 	losing              bool
