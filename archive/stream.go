@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tickcast/tickcast/internal/natsconn"
 )
 
 // StreamConfig sets the archive stream's storage and retention.
@@ -53,12 +55,10 @@ func validFeed(feed string) bool {
 }
 
 // StreamName is the JetStream stream that holds feed's archive.
-func StreamName(feed string) string { return "TICKCAST_ARCHIVE_" + feed }
+func StreamName(feed string) string { return natsconn.ArchiveStream(feed) }
 
 // Subject is the subject channel ch's records are stored under.
-func Subject(feed string, ch int) string {
-	return "tickcast." + feed + ".archive." + strconv.Itoa(ch)
-}
+func Subject(feed string, ch int) string { return natsconn.ArchiveSubject(feed, strconv.Itoa(ch)) }
 
 // duplicateWindow is how long JetStream remembers a record's id: a record
 // published twice within it (a retry) is stored once.
@@ -70,7 +70,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, feed string, c St
 	sc := jetstream.StreamConfig{
 		Name:        StreamName(feed),
 		Description: "tickcast archive of feed " + feed + ": every channel's packets as sent",
-		Subjects:    []string{"tickcast." + feed + ".archive.*"},
+		Subjects:    []string{natsconn.ArchiveSubject(feed, "*"), natsconn.ArchiveKeysSubject(feed, "*")},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,

@@ -169,6 +169,26 @@ type Config struct {
 	// and position) waits for an answer; default 500 ms.
 	PeerTimeout time.Duration
 
+	// Archive records every channel's packets, as sent, to the feed's
+	// archive stream in JetStream (package archive, docs/archive.md): on
+	// the embedded server, which then runs JetStream with its file store
+	// in ArchiveDir, or on the server or cluster NATSURL names.
+	Archive bool
+	// ArchiveDir is the embedded server's JetStream directory with
+	// Archive; default DefaultArchiveDir. Not used with NATSURL.
+	ArchiveDir string
+	// ArchiveReplicas is the archive stream's copies; 0 means one per
+	// server the connection knows, up to 3.
+	ArchiveReplicas int
+	// ArchiveMaxAge drops records older than this; 0 keeps them until
+	// ArchiveMaxBytes.
+	ArchiveMaxAge time.Duration
+	// ArchiveMaxBytes drops the oldest records beyond this size; 0 means
+	// no limit but the server's (the disk).
+	ArchiveMaxBytes int64
+	// ArchiveCompress has JetStream store the records compressed (S2).
+	ArchiveCompress bool
+
 	// StoreMessages is the retransmission store limit per channel in
 	// messages; default 1,048,576.
 	StoreMessages int
@@ -262,6 +282,7 @@ func (c Config) withDefaults() Config {
 	config.Default(&c.StoreBytes, DefaultStoreBytes)
 	config.Default(&c.MaxRetransmit, DefaultMaxRetransmit)
 	config.Default(&c.SourceName, "synthetic")
+	config.Default(&c.ArchiveDir, DefaultArchiveDir)
 	if !c.GroupA.IsValid() {
 		c.GroupA = DefaultGroupA
 	}
@@ -376,6 +397,14 @@ func (c *Config) validateRecovery() error {
 		return invalid("NATSUsers", len(c.NATSUsers), "configures the embedded server, which NATSURL replaces")
 	case c.NATSLiveAlways && !c.NATSLive:
 		return invalid("NATSLiveAlways", c.NATSLiveAlways, "needs NATSLive: the live feed is off")
+	case c.ArchiveReplicas < 0 || c.ArchiveReplicas > 5:
+		return invalid("ArchiveReplicas", c.ArchiveReplicas, "want 1..5 (0: one per server known, up to 3)")
+	case c.ArchiveMaxAge < 0:
+		return invalid("ArchiveMaxAge", c.ArchiveMaxAge, "must not be negative (0: no limit)")
+	case c.ArchiveMaxBytes < 0:
+		return invalid("ArchiveMaxBytes", c.ArchiveMaxBytes, "must not be negative (0: no limit)")
+	case c.Archive && c.NATSURL == "" && strings.TrimSpace(c.ArchiveDir) == "":
+		return invalid("ArchiveDir", c.ArchiveDir, "the embedded server's JetStream needs a directory for the archive")
 	}
 	if err := recovery.ValidateFeed(c.FeedName); err != nil {
 		return invalid("FeedName", c.FeedName, "%v", err)

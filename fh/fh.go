@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/archive"
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/mold"
@@ -30,7 +32,9 @@ type FeedHandler struct {
 	natsURL string
 	nc      *nats.Conn
 	natsMet *natsconn.Metrics // nc's connection state, for the metrics
-	stores  []*recovery.Channel
+	// archiveErrors counts records the archive could not store.
+	archiveErrors atomic.Uint64
+	stores        []*recovery.Channel
 	// stopApply stops each store's background state applier.
 	stopApply []func()
 	rsrv      *recovery.Server
@@ -93,6 +97,9 @@ func (h *FeedHandler) start() error {
 	if err := h.startRecovery(); err != nil {
 		return err
 	}
+	if err := h.startArchive(); err != nil {
+		return err
+	}
 	m, err := startMetrics(h.cfg.MetricsAddr, h.cfg.SourceName, h.log, h.rsrv, h.stores, h.natsMet)
 	if err != nil {
 		h.log.Error().Err(err).Str("metrics_addr", h.cfg.MetricsAddr).Msg("cannot serve metrics")
@@ -114,12 +121,22 @@ func (h *FeedHandler) startNATS() error {
 	h.natsURL = h.cfg.NATSURL
 	if h.natsURL == "" {
 		host, port, _ := splitListen(h.cfg.NATSListen) // checked by Validate
-		srv, err := natsconn.StartServer(natsconn.ServerConfig{Host: host, Port: port, Feed: h.cfg.FeedName, Users: h.cfg.NATSUsers,
-			Log: func(level, msg string) {
-				if level != "info" {
-					h.log.Warn().Str("nats", level).Msg(msg)
-				}
-			}})
+		sc := natsconn.ServerConfig{Host: host, Port: port, Feed: h.cfg.FeedName, Users: h.cfg.NATSUsers}
+		if h.cfg.Archive {
+			// The archive's stream lives in the embedded server's
+			// JetStream, in a file store of its own directory.
+			dir, err := filepath.Abs(h.cfg.ArchiveDir)
+			if err != nil {
+				return invalid("ArchiveDir", h.cfg.ArchiveDir, "%v", err)
+			}
+			sc.JetStream, sc.StoreDir = true, dir
+		}
+		sc.Log = func(level, msg string) {
+			if level != "info" {
+				h.log.Warn().Str("nats", level).Msg(msg)
+			}
+		}
+		srv, err := natsconn.StartServer(sc)
 		if err != nil {
 			h.log.Error().Err(err).Msg("cannot start the embedded NATS server")
 			return fmt.Errorf("fh: embedded NATS server on %s: %w", h.cfg.NATSListen, err)
@@ -440,9 +457,14 @@ func (h *FeedHandler) Run(ctx context.Context) (Summary, error) {
 	if !h.rsrv.FlushLive(liveFlushTimeout) {
 		h.log.Warn().Dur("waited", liveFlushTimeout).Msg("live NATS feed: datagrams still queued at the end")
 	}
+	h.closeArchive()
 	h.logEnds()
 	sum := Summary{Publisher: h.pub.Stats(), Recovery: h.rsrv.Stats(), Elapsed: elapsed, ForeignPackets: h.ForeignPackets(),
 		Interrupted: ctx.Err() != nil, DurationReached: ctx.Err() == nil && runCtx.Err() != nil, LeftToPeer: left}
+	if h.sink.archive != nil {
+		st := h.sink.archive.Stats()
+		sum.Archive = &st
+	}
 	level := zerolog.InfoLevel
 	for _, err := range []error{runErr, closeErr} {
 		if err != nil {
@@ -523,6 +545,7 @@ func (h *FeedHandler) Close() {
 		h.keys.Close()
 	}
 	h.audit.close()
+	h.closeArchive()
 	for _, stop := range h.stopApply {
 		stop()
 	}
@@ -541,9 +564,11 @@ type packetSink struct {
 	stores []*recovery.Channel
 	rsrv   *recovery.Server
 	live   bool
-	log    zerolog.Logger
-	errors atomic.Uint64 // packets a store refused
-	sent   atomic.Uint64 // packets recorded (the health check's sign of life)
+	// archive, with Config.Archive, records every packet as sent.
+	archive *archive.Recorder
+	log     zerolog.Logger
+	errors  atomic.Uint64 // packets a store refused
+	sent    atomic.Uint64 // packets recorded (the health check's sign of life)
 }
 
 // record is PublisherConfig.OnControl: heartbeats and ends of session go
@@ -566,10 +591,13 @@ func (k *packetSink) store(ch int, session mold.Session, firstSeq uint64, pkt []
 }
 
 // wire is PublisherConfig.OnSent: data packets as they go on the wire,
-// sealed, for the live subjects.
+// sealed, for the live subjects and the archive.
 func (k *packetSink) wire(ch int, pkt []byte) {
 	if k.live {
 		k.rsrv.Live(ch, pkt)
+	}
+	if k.archive != nil {
+		k.archive.Record(ch, pkt)
 	}
 }
 
@@ -587,6 +615,8 @@ type Summary struct {
 	// sessions (Config.SessionRecord), the feed handler left them to it,
 	// sending no end of session.
 	LeftToPeer bool
+	// Archive is the archive recorder's counters (Config.Archive), or nil.
+	Archive *archive.RecorderStats
 }
 
 // Fields returns the summary as the feed handler's end-of-run summary
@@ -595,7 +625,7 @@ type Summary struct {
 func (s Summary) Fields() map[string]any {
 	st, rst := s.Publisher, s.Recovery
 	elapsed := s.Elapsed.Seconds()
-	return map[string]any{
+	f := map[string]any{
 		"role": "feedhandler", "messages": st.Messages, "packets": st.Packets, "packet_bytes": st.PacketBytes, "pad_bytes": st.PadBytes, "heartbeats": st.Heartbeats,
 		"elapsed_s": elapsed, "msgs_per_s": float64(st.Messages) / elapsed,
 		"msgs_per_packet": float64(st.Messages) / max(1, float64(st.Packets)),
@@ -608,4 +638,9 @@ func (s Summary) Fields() map[string]any {
 		"live_dropped": rst.LiveDropped, "live_demands": rst.LiveDemands, "foreign_packets": s.ForeignPackets, "session_queries": rst.SessionQueries,
 		"caught_up": st.CaughtUp, "left_to_peer": s.LeftToPeer,
 	}
+	if a := s.Archive; a != nil {
+		f["archive_records"], f["archive_packets"], f["archive_messages"], f["archive_bytes"] = a.Records, a.Packets, a.Messages, a.Bytes
+		f["archive_lost_packets"], f["archive_lost_messages"], f["archive_loss_records"], f["archive_errors"] = a.LostPackets, a.LostMessages, a.LossRecords, a.Errors
+	}
+	return f
 }

@@ -111,6 +111,12 @@ type Settings struct {
 	GapDeadline      time.Duration `flag:"gap-deadline" default:"5s" help:"with itch-mold:, how long after detection an upstream gap still open is lost, whatever the re-requests"`
 	StartFrom        uint64        `flag:"start-from" default:"0" help:"with itch-mold:, start at this upstream sequence instead of asking for everything from 1 (a late start): the books start incomplete, flagged downstream (0 or 1: from 1)"`
 	UpstreamIface    string        `flag:"upstream-iface" default:"127.0.0.1" help:"with itch-mold:, IPv4 address of the interface that joins the exchange's groups and sends the re-requests"`
+	Archive          bool          `flag:"archive" help:"record every channel's packets, exactly as sent, to the feed's archive stream TICKCAST_ARCHIVE_FEED in JetStream: on the embedded server (which then runs JetStream, its files in --archive-dir) or on --nats-url's server or cluster; recording never delays the send, and what cannot be recorded in time is counted and written as a loss record (docs/archive.md)"`
+	ArchiveDir       string        `flag:"archive-dir" default:"tickcast-archive" help:"with --archive and the embedded server, the directory of its JetStream file store (created if missing; the archive outlives the feed handler there)"`
+	ArchiveReplicas  int           `flag:"archive-replicas" default:"0" help:"with --archive, the stream's copies (0: one per NATS server the connection knows, up to 3: R3 on a cluster of three)"`
+	ArchiveMaxAge    time.Duration `flag:"archive-max-age" default:"0s" help:"with --archive, drop records older than this (0: keep them, up to --archive-max-bytes)"`
+	ArchiveMaxBytes  int64         `flag:"archive-max-bytes" default:"0" help:"with --archive, drop the oldest records beyond this many bytes (0: no limit but the disk's)"`
+	ArchiveCompress  bool          `flag:"archive-compress" help:"with --archive, have JetStream store the records compressed (S2)"`
 	MetricsAddr      string        `flag:"metrics-addr" default:"127.0.0.1:9464" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port)"`
 	natsconn.Flags
 
@@ -178,7 +184,8 @@ var flagOf = map[string]string{
 	"StoreBytes": "store-bytes", "MaxRetransmit": "max-retransmit", "RateLimit": "rate-limit",
 	"RepairWindow": "repair-window", "RecoveryQueue": "recovery-queue", "Watch": "watch-groups",
 	"MetricsAddr": "metrics-addr", "NATSLive": "nats-live", "NATSLiveAlways": "nats-live-always", "Line": "line", "SessionRecord": "session-record",
-	"PeerTimeout": "peer-timeout",
+	"PeerTimeout": "peer-timeout", "Archive": "archive", "ArchiveDir": "archive-dir", "ArchiveReplicas": "archive-replicas",
+	"ArchiveMaxAge": "archive-max-age", "ArchiveMaxBytes": "archive-max-bytes", "ArchiveCompress": "archive-compress",
 }
 
 // flagOverrides are the flags whose default is not the default of the
@@ -242,6 +249,8 @@ func (s *Settings) config() (fh.Config, error) {
 		StoreMessages: s.StoreMessages, StoreBytes: s.StoreBytes, MaxRetransmit: s.MaxRetransmit, RateLimit: s.RateLimit,
 		RepairWindow: s.RepairWindow, RecoveryQueue: s.RecoveryQueue, Watch: s.WatchGroups, MetricsAddr: s.MetricsAddr,
 		Line: s.Line, SessionRecord: s.SessionRecord, PeerTimeout: s.PeerTimeout,
+		Archive: s.Archive, ArchiveDir: s.ArchiveDir, ArchiveReplicas: s.ArchiveReplicas, ArchiveMaxAge: s.ArchiveMaxAge,
+		ArchiveMaxBytes: s.ArchiveMaxBytes, ArchiveCompress: s.ArchiveCompress,
 	}
 	if _, _, live, _ := parseLiveSource(s.Source); live {
 		c.Rate = 0 // published as it arrives (validate refuses an explicit --rate)

@@ -245,13 +245,58 @@ func sessionGrants(feed string) []string {
 	}
 }
 
+// ArchiveStream is the JetStream stream of feed's archive (package
+// archive).
+func ArchiveStream(feed string) string { return "TICKCAST_ARCHIVE_" + feed }
+
+// ArchiveSubject is the subject channel ch's archive records are stored
+// under; "*" for every channel.
+func ArchiveSubject(feed, ch string) string { return "tickcast." + feed + ".archive." + ch }
+
+// ArchiveKeysSubject is the subject channel ch's archive key records
+// are stored under; "*" for every channel.
+func ArchiveKeysSubject(feed, ch string) string { return "tickcast." + feed + ".archivekeys." + ch }
+
+// archiveGrants returns what a feed handler of feed publishes to for its
+// archive: the records, and the JetStream API requests that look up,
+// create and update the stream.
+func archiveGrants(feed string) []string {
+	stream := ArchiveStream(feed)
+	return []string{
+		ArchiveSubject(feed, "*"),
+		ArchiveKeysSubject(feed, "*"),
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.STREAM.CREATE." + stream,
+		"$JS.API.STREAM.UPDATE." + stream,
+	}
+}
+
+// archiveReadGrants returns what a subscriber publishes to to read
+// channel ch's archive (ch "*": every channel's): the stream's info, its
+// last record of the channel, and an ordered consumer filtered to the
+// channel's subject, which it reads and deletes.
+func archiveReadGrants(feed, ch string) []string {
+	stream := ArchiveStream(feed)
+	subj, keys := ArchiveSubject(feed, ch), ArchiveKeysSubject(feed, ch)
+	return []string{
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.DIRECT.GET." + stream + "." + subj,
+		"$JS.API.DIRECT.GET." + stream + "." + keys,
+		"$JS.API.CONSUMER.CREATE." + stream + ".*." + subj,
+		"$JS.API.CONSUMER.CREATE." + stream + ".*." + keys,
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + ".*",
+		"$JS.API.CONSUMER.DELETE." + stream + ".*",
+		"$JS.API.CONSUMER.INFO." + stream + ".*",
+	}
+}
+
 // permissions returns what u may do on feed's subjects.
 func permissions(feed string, u User) *server.Permissions {
 	p := "tickcast." + feed + "."
 	switch u.Role {
 	case RoleFeedHandler:
 		return &server.Permissions{
-			Publish: &server.SubjectPermission{Allow: append([]string{p + "live.>", p + "repair.>", p + "session.*"}, sessionGrants(feed)...)},
+			Publish: &server.SubjectPermission{Allow: slices.Concat([]string{p + "live.>", p + "repair.>", p + "session.*"}, sessionGrants(feed), archiveGrants(feed))},
 			Subscribe: &server.SubjectPermission{Allow: []string{p + "retransmit.>", p + "snapshot.>", p + "session.>", p + "repair.>",
 				p + "demand.*", p + "keys.*", UserInboxPrefix(u.Name) + ".>"}},
 			// MaxMsgs -1: a multi-part reply has as many parts as it needs;
@@ -267,6 +312,7 @@ func permissions(feed string, u User) *server.Permissions {
 			for _, c := range u.Channels {
 				n := strconv.Itoa(c)
 				pub = append(pub, p+"retransmit."+n, p+"snapshot."+n, p+"session."+n, p+"demand."+n)
+				pub = append(pub, archiveReadGrants(feed, n)...)
 				sub = append(sub, p+"live."+n, p+"live."+n+".>", p+"repair."+n)
 			}
 			return &server.Permissions{
@@ -275,7 +321,7 @@ func permissions(feed string, u User) *server.Permissions {
 			}
 		}
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{p + "retransmit.*", p + "snapshot.*", p + "session.*", p + "demand.*", p + "keys.*"}},
+			Publish:   &server.SubjectPermission{Allow: append([]string{p + "retransmit.*", p + "snapshot.*", p + "session.*", p + "demand.*", p + "keys.*"}, archiveReadGrants(feed, "*")...)},
 			Subscribe: &server.SubjectPermission{Allow: []string{p + "live.>", p + "repair.>", UserInboxPrefix(u.Name) + ".>"}},
 		}
 	}

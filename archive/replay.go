@@ -1,0 +1,378 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tickcast/tickcast/mold"
+	"github.com/tickcast/tickcast/seal"
+	"github.com/tickcast/tickcast/ud"
+)
+
+// Position is a place in the archive: a time, or a session and a message
+// sequence in it.
+type Position struct {
+	Time    time.Time
+	Session mold.Session
+	Seq     uint64 // with Session; 0 with a time
+}
+
+// IsZero reports whether p names no place (the start of the archive, or
+// no end).
+func (p Position) IsZero() bool { return p.Time.IsZero() && p.Seq == 0 }
+
+// String formats p as ParsePosition reads it.
+func (p Position) String() string {
+	if p.Seq > 0 {
+		return p.Session.String() + ":" + strconv.FormatUint(p.Seq, 10)
+	}
+	if p.Time.IsZero() {
+		return "start"
+	}
+	return p.Time.UTC().Format(time.RFC3339Nano)
+}
+
+// ParsePosition reads a position: an RFC 3339 time (2026-12-04T10:31:07Z),
+// SESSION:SEQ (a session of up to 10 characters and a message sequence
+// from 1), or "start".
+func ParsePosition(s string) (Position, error) {
+	s = strings.TrimSpace(s)
+	if s == "start" {
+		return Position{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return Position{Time: t}, nil
+	}
+	sess, seq, ok := strings.Cut(s, ":")
+	if ok {
+		n, err := strconv.ParseUint(seq, 10, 64)
+		ses, serr := mold.ParseSession(sess)
+		if err == nil && serr == nil && n > 0 {
+			return Position{Session: ses, Seq: n}, nil
+		}
+	}
+	return Position{}, fmt.Errorf("%q: want an RFC 3339 time (2026-12-04T10:31:07Z), SESSION:SEQ (a session and a message sequence from 1) or start", s)
+}
+
+// ReplayConfig configures replay receivers.
+type ReplayConfig struct {
+	Feed string
+	Conn *nats.Conn
+	// From is where the replay starts: the first record stored at or after
+	// a time, or the packet holding a session's message; zero: the oldest
+	// record held.
+	From Position
+	// To is where it ends: the last record stored before a time, or the
+	// packet holding a session's message; zero: the last record stored
+	// when the replay started.
+	To Position
+	// Speed paces the replay: 0 as fast as the subscriber takes the
+	// packets, 1 at the pace they were recorded, N N times faster.
+	Speed float64
+	// RingSlots and MaxDatagram size each channel's ring, as for udp.
+	RingSlots   int
+	MaxDatagram int
+	// OnError, if set, is called with each record that is corrupt (it is
+	// skipped: its messages are a gap) and with the error that ends a
+	// channel's replay early. It must not block.
+	OnError func(error)
+}
+
+// ReplayStats are a replay receiver's counters beyond ud.RecvStats.
+type ReplayStats struct {
+	Records      uint64 // records read
+	LossRecords  uint64 // loss records met (their messages are a gap)
+	LostMessages uint64 // messages those loss records cover
+	Corrupt      uint64 // records that failed to decode, skipped
+	Unverified   uint64 // packets whose seal did not open, dropped
+	Done         bool   // the replay has delivered everything up to To
+}
+
+// ReplayReceiver delivers one channel's archived packets into a ring, as a
+// multicast receiver delivers the live ones: it implements ud.Receiver, so
+// a subscriber replays through its usual path, with its gap accounting and
+// filters. Sealed packets are opened here with the archive's key records
+// and delivered without their seal.
+type ReplayReceiver struct {
+	ud.Lender
+	cfg  ReplayConfig
+	ch   int
+	ring *ud.Ring
+	stop chan struct{}
+	done chan struct{}
+
+	// Owned by the replay's goroutine.
+	keys map[mold.Session]*seal.Schedule
+	open *seal.Keys
+
+	datagrams, bytes, records, lossRecords, lostMessages, corrupt, unverified, ringFull atomic.Uint64
+	finished                                                                            atomic.Bool
+	closed                                                                              atomic.Bool
+}
+
+var _ ud.Receiver = (*ReplayReceiver)(nil)
+
+// Receivers returns the hook that opens a replay receiver for each of a
+// subscriber's lines: line A's replays the channel's archive; line B's
+// (the archive holds one copy) delivers nothing.
+func Receivers(cfg ReplayConfig) ud.NewReceiverFunc {
+	return ud.OpenReceivers("archive", func(id ud.LineID, n *ud.Notifier) (*ReplayReceiver, error) {
+		return NewReplayReceiver(cfg, id.Channel, id.Line == ud.LineA, n)
+	})
+}
+
+// NewReplayReceiver opens channel ch's replay; without play it delivers
+// nothing (a B line).
+func NewReplayReceiver(cfg ReplayConfig, ch int, play bool, n *ud.Notifier) (*ReplayReceiver, error) {
+	if cfg.RingSlots == 0 {
+		cfg.RingSlots = 4096
+	}
+	if cfg.MaxDatagram == 0 {
+		cfg.MaxDatagram = MaxPacketLen
+	}
+	if cfg.Speed < 0 {
+		return nil, fmt.Errorf("archive: replay speed %v: want 0 (as fast as taken), 1 (as recorded) or more", cfg.Speed)
+	}
+	ring, err := ud.NewRing(cfg.RingSlots, cfg.MaxDatagram)
+	if err != nil {
+		return nil, fmt.Errorf("archive: replay ring: %w", err)
+	}
+	if n != nil {
+		ring.SetNotifier(n)
+	}
+	r := &ReplayReceiver{Lender: ud.NewLender(ring), cfg: cfg, ch: ch, ring: ring, stop: make(chan struct{}), done: make(chan struct{}), open: &seal.Keys{}}
+	if !play {
+		r.finished.Store(true)
+		close(r.done)
+		return r, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("archive: jetstream: %w", err)
+	}
+	if r.keys, err = readKeys(ctx, js, cfg.Feed, ch); err != nil {
+		return nil, err
+	}
+	rd, err := OpenReader(ctx, ReaderConfig{Feed: cfg.Feed, Channel: ch, Conn: cfg.Conn, From: cfg.From.Time})
+	if err != nil {
+		return nil, err
+	}
+	go r.run(rd)
+	return r, nil
+}
+
+// run reads the records and delivers their packets until To, the end of
+// what was stored at the start, or Close.
+func (r *ReplayReceiver) run(rd *Reader) {
+	defer close(r.done)
+	defer rd.Close()
+	defer r.finished.Store(true)
+	started := r.cfg.From.Seq == 0 // from a time or the start: every packet
+	var pace pacer
+	pace.speed = r.cfg.Speed
+	for {
+		rec, _, err := rd.Next()
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrCorrupt):
+			r.corrupt.Add(1)
+			r.fail(err)
+			continue
+		default:
+			if !errors.Is(err, io.EOF) {
+				r.fail(fmt.Errorf("archive: replay of channel %d ended early: %w", r.ch, err))
+			}
+			return
+		}
+		r.records.Add(1)
+		if !r.cfg.To.Time.IsZero() && time.Unix(0, rec.FirstNs).After(r.cfg.To.Time) {
+			return
+		}
+		if rec.Kind == KindLoss {
+			if started {
+				r.lossRecords.Add(1)
+				r.lostMessages.Add(rec.Next - rec.First)
+			}
+			continue
+		}
+		if !started {
+			if rec.Session != r.cfg.From.Session || rec.Next <= r.cfg.From.Seq {
+				continue
+			}
+		}
+		i, n := 0, rec.Packets()
+		stop := false
+		err = rec.EachPacket(func(p []byte) error {
+			h, _ := mold.DecodeHeader(p) // Decode checked it
+			i++
+			if !started {
+				if h.Seq+uint64(h.Messages()) <= r.cfg.From.Seq {
+					return nil
+				}
+				started = true
+			}
+			if r.cfg.To.Seq > 0 && h.Session == r.cfg.To.Session && h.Seq > r.cfg.To.Seq {
+				stop = true
+				return errStop
+			}
+			// Packets of a record are spread evenly over the span it was
+			// recorded in: the record keeps no time per packet.
+			at := rec.FirstNs
+			if n > 1 {
+				at += (rec.LastNs - rec.FirstNs) * int64(i-1) / int64(n-1)
+			}
+			if !pace.wait(at, r.stop) {
+				return errStop
+			}
+			return r.deliver(h, p)
+		})
+		if err != nil || stop {
+			return
+		}
+	}
+}
+
+// errStop ends a record's packets early.
+var errStop = errors.New("stop")
+
+// fail reports err to OnError.
+func (r *ReplayReceiver) fail(err error) {
+	if r.cfg.OnError != nil {
+		r.cfg.OnError(err)
+	}
+}
+
+// deliver copies packet p into the next free slot, waiting for one,
+// opening its seal if its session has a key record.
+func (r *ReplayReceiver) deliver(h mold.Header, p []byte) error {
+	if len(p) > r.cfg.MaxDatagram {
+		r.unverified.Add(1)
+		return nil
+	}
+	s := r.ring.FreeSlot(0)
+	full := false
+	for s == nil {
+		if !full {
+			full = true
+			r.ringFull.Add(1)
+		}
+		if err := r.ring.WaitFree(100 * time.Millisecond); err != nil || r.closed.Load() {
+			return errStop
+		}
+		s = r.ring.FreeSlot(0)
+	}
+	s.N = copy(s.Buf, p)
+	if sch := r.keys[h.Session]; sch != nil && h.Messages() > 0 {
+		out, err := r.unseal(sch, s.Buf[:s.N])
+		if err != nil {
+			r.unverified.Add(1)
+			r.fail(fmt.Errorf("archive: channel %d session %s sequence %d: %w", r.ch, h.Session, h.Seq, err))
+			return nil
+		}
+		s.N = len(out)
+	}
+	s.RecvNs = time.Now().UnixNano()
+	r.datagrams.Add(1)
+	r.bytes.Add(uint64(s.N))
+	r.ring.Publish(1)
+	return nil
+}
+
+// unseal opens p in place with the key of its epoch, derived from the
+// session's key record when first needed.
+func (r *ReplayReceiver) unseal(sch *seal.Schedule, p []byte) ([]byte, error) {
+	out, err := r.open.Open(p)
+	var se *seal.Error
+	if err == nil || !errors.As(err, &se) || !errors.Is(err, seal.ErrUnknownEpoch) {
+		return out, err
+	}
+	kb, err := sch.KeyBytes(se.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	var k *seal.Key
+	if sch.Encrypts() {
+		k, err = seal.NewEncryptingKey(se.Epoch, kb)
+	} else {
+		k, err = seal.NewKey(se.Epoch, kb)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.open = r.open.With(sch.Session(), []*seal.Key{k})
+	return r.open.Open(p)
+}
+
+// pacer spaces packets at their recorded times divided by speed.
+type pacer struct {
+	speed        float64
+	firstAt      int64 // recorded time of the first packet
+	startedAt    time.Time
+	startedPaced bool
+}
+
+// wait sleeps until the packet recorded at at is due; false if stop closed.
+func (p *pacer) wait(at int64, stop <-chan struct{}) bool {
+	if p.speed <= 0 {
+		select {
+		case <-stop:
+			return false
+		default:
+			return true
+		}
+	}
+	if !p.startedPaced {
+		p.startedPaced, p.firstAt, p.startedAt = true, at, time.Now()
+		return true
+	}
+	due := p.startedAt.Add(time.Duration(float64(at-p.firstAt) / p.speed))
+	if d := time.Until(due); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-stop:
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// MaxDatagram returns the slots' size.
+func (r *ReplayReceiver) MaxDatagram() int { return r.cfg.MaxDatagram }
+
+// Stats returns the receiver's counters as a transport's.
+func (r *ReplayReceiver) Stats() ud.RecvStats {
+	return ud.RecvStats{Datagrams: r.datagrams.Load(), Bytes: r.bytes.Load(), RingFull: r.ringFull.Load()}
+}
+
+// ReplayStats returns the replay's own counters.
+func (r *ReplayReceiver) ReplayStats() ReplayStats {
+	return ReplayStats{Records: r.records.Load(), LossRecords: r.lossRecords.Load(), LostMessages: r.lostMessages.Load(),
+		Corrupt: r.corrupt.Load(), Unverified: r.unverified.Load(), Done: r.finished.Load()}
+}
+
+// Done reports whether the replay has delivered everything it will.
+func (r *ReplayReceiver) Done() bool { return r.finished.Load() }
+
+// Close stops the replay. The consumer may drain what was delivered.
+func (r *ReplayReceiver) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	close(r.stop)
+	<-r.done
+	r.ring.Close()
+	return nil
+}

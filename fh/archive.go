@@ -1,0 +1,68 @@
+package fh
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tickcast/tickcast/archive"
+	"github.com/tickcast/tickcast/internal/natsconn"
+)
+
+// DefaultArchiveDir is the default Config.ArchiveDir.
+const DefaultArchiveDir = "tickcast-archive"
+
+// archiveReplicas is the archive stream's copies: Config.ArchiveReplicas,
+// or one per server the connection knows, up to 3.
+func (h *FeedHandler) archiveReplicas() int {
+	if h.cfg.ArchiveReplicas > 0 {
+		return h.cfg.ArchiveReplicas
+	}
+	return min(natsconn.MaxSessionReplicas, max(1, len(h.nc.Servers())))
+}
+
+// startArchive starts recording every packet sent to the feed's archive
+// stream (Config.Archive).
+func (h *FeedHandler) startArchive() error {
+	if !h.cfg.Archive {
+		return nil
+	}
+	if js, _ := h.nc.ConnectedServerJetStream(); !js {
+		err := fmt.Errorf("fh: archive: the NATS server %s has no JetStream", h.nc.ConnectedUrlRedacted())
+		h.log.Error().Err(err).Msg("cannot archive")
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	replicas := h.archiveReplicas()
+	rec, err := archive.NewRecorder(ctx, archive.RecorderConfig{Feed: h.cfg.FeedName, Channels: h.cfg.Channels, Conn: h.nc,
+		Stream:  archive.StreamConfig{Replicas: replicas, MaxAge: h.cfg.ArchiveMaxAge, MaxBytes: h.cfg.ArchiveMaxBytes, Compress: h.cfg.ArchiveCompress},
+		OnError: h.archiveError})
+	if err != nil {
+		h.log.Error().Err(err).Msg("cannot archive")
+		return fmt.Errorf("fh: archive: %w", err)
+	}
+	h.sink.archive = rec
+	ev := h.log.Info().Str("stream", archive.StreamName(h.cfg.FeedName)).Int("replicas", replicas).
+		Str("subjects", archive.Subject(h.cfg.FeedName, 0)+" (one per channel)").Dur("max_age", h.cfg.ArchiveMaxAge).Int64("max_bytes", h.cfg.ArchiveMaxBytes)
+	if h.srv != nil {
+		ev = ev.Str("dir", h.cfg.ArchiveDir)
+	}
+	ev.Msg("archiving every packet sent")
+	return nil
+}
+
+// archiveError logs a record the archive could not store: the first ten,
+// then one in a thousand.
+func (h *FeedHandler) archiveError(err error) {
+	if n := h.archiveErrors.Add(1); n <= 10 || n%1000 == 0 {
+		h.log.Error().Err(err).Uint64("errors", n).Msg("archive: a record was not stored; its messages are written as a loss record")
+	}
+}
+
+// closeArchive stores what is recorded and stops recording.
+func (h *FeedHandler) closeArchive() {
+	if h.sink.archive != nil {
+		h.sink.archive.Close()
+	}
+}
