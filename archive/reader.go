@@ -43,16 +43,21 @@ func (e *CorruptRecordError) Unwrap() error { return e.Err }
 // the channel.
 var ErrEmpty = errors.New("archive: no record of the channel")
 
+// ErrOutOfRange is matched by the error of a replay or reader asked for a
+// place the archive does not hold.
+var ErrOutOfRange = errors.New("archive: not in the archive")
+
 // Reader reads one channel's records in the order they were stored, up to
 // the last one stored when it was opened.
 type Reader struct {
-	cfg     ReaderConfig
-	stream  string
-	subject string
-	last    uint64 // the stream sequence of the last record to read
-	cons    jetstream.Consumer
-	it      jetstream.MessagesContext
-	done    bool
+	cfg      ReaderConfig
+	stream   string
+	subject  string
+	last     uint64    // the stream sequence of the last record to read
+	lastTime time.Time // when it was stored
+	cons     jetstream.Consumer
+	it       jetstream.MessagesContext
+	done     bool
 }
 
 // OpenReader opens a reader of one channel's archive. It returns an error
@@ -80,7 +85,11 @@ func OpenReader(ctx context.Context, cfg ReaderConfig) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("archive: stream %s: last record on %s: %w", r.stream, r.subject, err)
 	}
-	r.last = lastMsg.Sequence
+	r.last, r.lastTime = lastMsg.Sequence, lastMsg.Time
+	if !cfg.From.IsZero() && cfg.From.After(lastMsg.Time) {
+		return nil, fmt.Errorf("%w: from %s: stream %s holds records of %s up to %s", ErrOutOfRange, cfg.From.UTC().Format(time.RFC3339Nano),
+			r.stream, r.subject, lastMsg.Time.UTC().Format(time.RFC3339Nano))
+	}
 	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{r.subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if !cfg.From.IsZero() {
 		from := cfg.From
@@ -128,6 +137,9 @@ func (r *Reader) Next() (Record, uint64, error) {
 	}
 	return rec, seq, nil
 }
+
+// stopWait ends a Next waiting for a record, from another goroutine.
+func (r *Reader) stopWait() { r.it.Stop() }
 
 // Close stops the reader.
 func (r *Reader) Close() {

@@ -107,6 +107,7 @@ type ReplayReceiver struct {
 	cfg  ReplayConfig
 	ch   int
 	ring *ud.Ring
+	rd   *Reader // nil without play
 	stop chan struct{}
 	done chan struct{}
 
@@ -168,6 +169,7 @@ func NewReplayReceiver(cfg ReplayConfig, ch int, play bool, n *ud.Notifier) (*Re
 	if err != nil {
 		return nil, err
 	}
+	r.rd = rd
 	go r.run(rd)
 	return r, nil
 }
@@ -181,6 +183,7 @@ func (r *ReplayReceiver) run(rd *Reader) {
 	started := r.cfg.From.Seq == 0 // from a time or the start: every packet
 	var pace pacer
 	pace.speed = r.cfg.Speed
+	var seen sessionSpans
 	for {
 		rec, _, err := rd.Next()
 		switch {
@@ -189,12 +192,21 @@ func (r *ReplayReceiver) run(rd *Reader) {
 			r.corrupt.Add(1)
 			r.fail(err)
 			continue
+		case errors.Is(err, io.EOF):
+			if !started {
+				r.fail(fmt.Errorf("%w: channel %d: from %s: the archive holds sessions %s", ErrOutOfRange, r.ch, r.cfg.From, seen))
+			}
+			return
 		default:
-			if !errors.Is(err, io.EOF) {
+			if !r.closed.Load() {
 				r.fail(fmt.Errorf("archive: replay of channel %d ended early: %w", r.ch, err))
 			}
 			return
 		}
+		if !seen.has(rec.Session) {
+			seen.add(rec.Session, rec.First)
+		}
+		seen.extend(rec.Session, rec.Next)
 		r.records.Add(1)
 		if !r.cfg.To.Time.IsZero() && time.Unix(0, rec.FirstNs).After(r.cfg.To.Time) {
 			return
@@ -372,7 +384,55 @@ func (r *ReplayReceiver) Close() error {
 		return nil
 	}
 	close(r.stop)
+	if r.rd != nil {
+		r.rd.stopWait() // a Next waiting for a record returns
+	}
 	<-r.done
 	r.ring.Close()
 	return nil
+}
+
+// sessionSpans are the sessions a replay met, with the messages of each,
+// for an error that says what the archive holds.
+type sessionSpans []sessionSpan
+
+type sessionSpan struct {
+	session     mold.Session
+	first, next uint64
+}
+
+func (s sessionSpans) has(x mold.Session) bool {
+	for _, sp := range s {
+		if sp.session == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *sessionSpans) add(x mold.Session, first uint64) {
+	*s = append(*s, sessionSpan{session: x, first: first, next: first})
+}
+
+func (s sessionSpans) extend(x mold.Session, next uint64) {
+	for i := range s {
+		if s[i].session == x {
+			s[i].next = max(s[i].next, next)
+		}
+	}
+}
+
+// String lists the sessions as SESSION:FIRST-LAST.
+func (s sessionSpans) String() string {
+	if len(s) == 0 {
+		return "(none)"
+	}
+	var b strings.Builder
+	for i, sp := range s {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s:%d-%d", sp.session, sp.first, sp.next-1)
+	}
+	return b.String()
 }

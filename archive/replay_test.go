@@ -39,7 +39,7 @@ func TestReplaySealed(t *testing.T) {
 			now := time.Now().UnixNano()
 			for j, p := range pkts {
 				plain[ch] = append(plain[ch], p)
-				sealed, err := sch.Seal(append(append(make([]byte, 0, len(p)+seal.Overhead), p...)), now+int64(j)*int64(10*time.Millisecond))
+				sealed, err := sch.Seal(append(make([]byte, 0, len(p)+seal.Overhead), p...), now+int64(j)*int64(10*time.Millisecond))
 				if err != nil {
 					t.Fatal(err)
 				}

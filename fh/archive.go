@@ -3,10 +3,12 @@ package fh
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tickcast/tickcast/archive"
 	"github.com/tickcast/tickcast/internal/natsconn"
+	"github.com/tickcast/tickcast/mold"
 )
 
 // DefaultArchiveDir is the default Config.ArchiveDir.
@@ -65,4 +67,21 @@ func (h *FeedHandler) closeArchive() {
 	if h.sink.archive != nil {
 		h.sink.archive.Close()
 	}
+}
+
+// archiveKeys stores channel ch's session secret in the archive
+// (archive.KeyRecord), so that a replay can open its sealed packets.
+func (h *FeedHandler) archiveKeys(ch int, session mold.Session, secret []byte) error {
+	if h.sink.archive == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	err := h.sink.archive.RecordKeys(ctx, archive.KeyRecord{Session: session.String(), Channel: ch, Secret: secret,
+		Rotation: h.cfg.KeyRotation, Encrypt: slices.Contains(h.cfg.Encrypt, ch)})
+	if err != nil {
+		h.log.Error().Err(err).Msg("cannot archive the keys")
+		return fmt.Errorf("fh: %w", err)
+	}
+	return nil
 }

@@ -202,6 +202,9 @@ func (h *FeedHandler) startKeys() error {
 			s.Encrypt()
 		}
 		h.schedules[ch].Store(s)
+		if err := h.archiveKeys(ch, session, secret); err != nil {
+			return err
+		}
 	}
 	users := h.cfg.NATSUsers
 	h.ent.users.Store(&users)

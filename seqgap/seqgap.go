@@ -80,6 +80,12 @@ type Config struct {
 	// Packet meanwhile (see Fits), or they declare the front of the window
 	// lost.
 	ReplayJoin bool
+	// StartWhereMet starts the first session the tracker meets at the
+	// first data packet's sequence, as if the messages before it had been
+	// released: nothing before it is asked for or counted missing. For a
+	// replay that starts where its user asked (subscriber --replay-from);
+	// later sessions start at 1 as usual.
+	StartWhereMet bool
 	// Trim, if set, is applied to every message of a packet before it is
 	// held or released: a subscriber of tickcast's feed cuts the padding a
 	// publisher may add to a packet's last message (feed.Trim), so that
@@ -543,6 +549,10 @@ func (t *Tracker) Packet(line int, p mold.Packet, recvNs, nowNs int64, out Outpu
 			t.query(nowNs)
 		default:
 			t.query(nowNs) // with recovery, a session is confirmed, not assumed
+		}
+		if first && t.cfg.StartWhereMet && p.Seq > 1 && !p.IsHeartbeat() && !p.IsEndOfSession() {
+			// A replay from a chosen place: the stream starts here.
+			t.next, t.high = p.Seq, p.Seq
 		}
 	}
 	t.sessNs = nowNs

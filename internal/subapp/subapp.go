@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/tickcast/tickcast"
+	"github.com/tickcast/tickcast/archive"
 	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/feed/verify"
@@ -73,6 +74,9 @@ type Settings struct {
 	GapDelay        time.Duration `flag:"gap-delay" default:"50us" help:"how long a gap waits for a late packet (or the other line's copy) before it is requested from recovery"`
 	LostAfter       time.Duration `flag:"lost-after" default:"0s" help:"how long a gap may stay unfilled before it is reported lost (0: 10ms without recovery, 5s with)"`
 	StaleAfter      time.Duration `flag:"stale-after" default:"300ms" help:"silence (not even a heartbeat) after which a channel is reported stale"`
+	ReplayFrom      string        `flag:"replay-from" default:"" help:"replay the feed's archive (feedhandler --archive) instead of joining the groups: from an RFC 3339 time (the first record stored at or after it), SESSION:SEQ (the packet holding that message) or start; the packets go through the same path as live ones (gap accounting, --symbols, --verify), sealed ones opened with the archive's key records; recovery is off during a replay"`
+	ReplayTo        string        `flag:"replay-to" default:"" help:"with --replay-from, end at this time or SESSION:SEQ (empty: the last record stored when the replay starts)"`
+	ReplaySpeed     string        `flag:"replay-speed" default:"max" help:"with --replay-from: max (as fast as the subscriber takes the packets), recorded (at the pace they were recorded) or a factor such as 10x"`
 	Recovery        bool          `flag:"recovery" default:"true" help:"recover gaps over NATS from the feed handler (--recovery=false: report them lost after --lost-after)"`
 	NATSURL         string        `flag:"nats-url" default:"nats://127.0.0.1:4222" help:"NATS server the feed handler serves recovery on"`
 	FeedName        string        `flag:"feed-name" default:"tickcast" help:"feed name in the NATS subjects, as the feed handler's"`
@@ -129,6 +133,10 @@ type App struct {
 	// (an entitlement withdrawn), under refusedMu.
 	refusedMu sync.Mutex
 	refused   []int
+	// replayCfg is the replay (--replay-from), or nil; replay, its
+	// receivers.
+	replayCfg *archive.ReplayConfig
+	replay    replays
 }
 
 // New validates the settings and joins the groups. Its errors are
@@ -142,7 +150,7 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	if s.Mode == "auto" || s.Mode == "" {
 		s.Mode = p.mode.String()
 	}
-	a := &App{s: s, log: log, out: out, met: newAppMetrics()}
+	a := &App{s: s, log: log, out: out, met: newAppMetrics(), replayCfg: p.replay}
 	a.h = &handler{app: a, v: p.verifier, w: bufio.NewWriterSize(out, 64<<10)}
 	if p.verifier != nil && s.Conflate {
 		p.verifier.AcceptConflated()
@@ -159,7 +167,12 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 		a.met.rdma = RDMADevice(log, s.Iface, p.mode == ud.BusyPoll, s.CPU,
 			"receive threads are not pinned in blocking mode: --mode busy-poll pins them to these CPUs, or run the subscriber on them (taskset -c)")
 	}
-	newReceiver, err := a.injectFaults(a.receivers(lib), p.groupB)
+	recv := a.receivers(lib)
+	if p.replay != nil {
+		recv = a.replayReceivers(*p.replay)
+		lib.Subscriber.Tracker.StartWhereMet = true
+	}
+	newReceiver, err := a.injectFaults(recv, p.groupB)
 	if err != nil {
 		return nil, err
 	}
@@ -179,9 +192,13 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	}
 	sc := lib.Subscriber
 	sc.NewReceiver, sc.Recovery, sc.Observer = newReceiver, a.rec, a.met
-	if a.keys != nil {
+	switch {
+	case p.replay != nil:
+		log.Info().Str("from", p.replay.From.String()).Str("to", p.replay.To.String()).Float64("speed", p.replay.Speed).
+			Msg("replaying the archive: sealed packets are opened with the archive's key records; recovery is off")
+	case a.keys != nil:
 		sc.Keys = a.keys
-	} else {
+	default:
 		log.Warn().Msg("authentication off (--auth=false): packets are taken unverified; anyone who can send to the groups can forge them")
 	}
 	if a.sub, err = tickcast.NewSubscriber(sc); err != nil {
@@ -209,8 +226,9 @@ type plan struct {
 	mode          ud.Mode // the receive mode of the settings' transport
 	join          []int   // nil: every channel
 	verifier      *verify.Verifier
-	spinners      int  // spinning receive threads
-	backoff       bool // they back off when idle
+	replay        *archive.ReplayConfig // --replay-from, or nil
+	spinners      int                   // spinning receive threads
+	backoff       bool                  // they back off when idle
 }
 
 // plan checks the settings and makes the plan New follows. It resolves the
@@ -231,6 +249,16 @@ func (s *Settings) plan(out io.Writer) (plan, error) {
 	}
 	if err := s.resolveFormat(out); err != nil {
 		return p, err
+	}
+	if p.replay, err = s.replayPlan(); err != nil {
+		return p, err
+	}
+	if p.replay != nil {
+		// The replay receivers hand packets over through their rings,
+		// with no socket to wait on; nothing to recover from (yet) and
+		// no keys to fetch: the archive holds them.
+		p.mode = ud.Blocking
+		s.Recovery, s.Auth = false, false
 	}
 	if err := s.checkLimits(); err != nil {
 		return p, err
@@ -495,7 +523,7 @@ func (a *App) receivers(lib libConfigs) ud.NewReceiverFunc {
 // starts the recovery client if recovery is on.
 func (a *App) connect(cfg recovery.ClientConfig) error {
 	s := &a.s
-	if !s.Recovery && s.Transport != "nats" && !s.Auth {
+	if !s.Recovery && s.Transport != "nats" && !s.Auth && a.replayCfg == nil {
 		return nil
 	}
 	inbox := ""
@@ -522,7 +550,7 @@ func (a *App) connect(cfg recovery.ClientConfig) error {
 			a.nc.Close()
 			return err
 		}
-	} else if a.nc.IsConnected() {
+	} else if a.nc.IsConnected() && a.replayCfg == nil {
 		// Unverified packets of an encrypted channel would be read as
 		// messages: refuse them (a feed handler started later cannot be
 		// asked; docs/security.md).
@@ -625,43 +653,44 @@ type Summary struct {
 	// RecoveryUnverified counts retransmission, repair and snapshot parts
 	// dropped because their seal did not open (forged, or under a key not
 	// held yet: asked for again).
-	RecoveryUnverified uint64  `json:"recovery_unverified"`
-	Snapshots          uint64  `json:"snapshots"`
-	SnapshotMessages   uint64  `json:"snapshot_messages"`
-	RecoveryMeanUs     float64 `json:"recovery_mean_us"`
-	RecoveryMaxUs      float64 `json:"recovery_max_us"`
-	RecoveryP99Us      float64 `json:"recovery_p99_us"`
-	Requests           uint64  `json:"requests"`
-	Reordered          uint64  `json:"reordered"`
-	WindowFull         uint64  `json:"window_full"`
-	InstrumentGaps     uint64  `json:"instrument_gaps"`
-	Stale              uint64  `json:"stale"`
-	PacketsA           uint64  `json:"packets_a"`
-	PacketsB           uint64  `json:"packets_b"`
-	Duplicates         uint64  `json:"duplicates"`
-	DuplicatePackets   uint64  `json:"duplicate_packets"`
-	Foreign            uint64  `json:"foreign"`
-	Competing          uint64  `json:"competing"`
-	Unvetted           uint64  `json:"unvetted"`
-	Malformed          uint64  `json:"malformed"`
-	Unauthenticated    uint64  `json:"unauthenticated"`
-	NoKey              uint64  `json:"no_key"`
-	KernelDrops        uint64  `json:"kernel_drops"`
-	RingFull           uint64  `json:"ring_full"`
-	Coalesced          uint64  `json:"coalesced"`
-	Sessions           uint64  `json:"sessions"`
-	SessionsEnded      uint64  `json:"sessions_ended"`
-	SessionsAbrupt     uint64  `json:"sessions_abrupt"`
-	WinsA              uint64  `json:"wins_a"`
-	WinsB              uint64  `json:"wins_b"`
-	Verify             bool    `json:"verify"`
-	VerifyOK           bool    `json:"verify_ok"`
-	VerifyErrors       uint64  `json:"verify_errors"`
-	FirstVerifyError   string  `json:"first_verify_error,omitempty"`
-	MallocsPerMsg      float64 `json:"mallocs_per_msg"`
-	ElapsedS           float64 `json:"elapsed_s"`
-	MsgsPerS           float64 `json:"msgs_per_s"`
-	RcvBuf             int     `json:"rcvbuf"`
+	RecoveryUnverified uint64         `json:"recovery_unverified"`
+	Snapshots          uint64         `json:"snapshots"`
+	SnapshotMessages   uint64         `json:"snapshot_messages"`
+	RecoveryMeanUs     float64        `json:"recovery_mean_us"`
+	RecoveryMaxUs      float64        `json:"recovery_max_us"`
+	RecoveryP99Us      float64        `json:"recovery_p99_us"`
+	Requests           uint64         `json:"requests"`
+	Reordered          uint64         `json:"reordered"`
+	WindowFull         uint64         `json:"window_full"`
+	InstrumentGaps     uint64         `json:"instrument_gaps"`
+	Stale              uint64         `json:"stale"`
+	PacketsA           uint64         `json:"packets_a"`
+	PacketsB           uint64         `json:"packets_b"`
+	Duplicates         uint64         `json:"duplicates"`
+	DuplicatePackets   uint64         `json:"duplicate_packets"`
+	Foreign            uint64         `json:"foreign"`
+	Competing          uint64         `json:"competing"`
+	Unvetted           uint64         `json:"unvetted"`
+	Malformed          uint64         `json:"malformed"`
+	Unauthenticated    uint64         `json:"unauthenticated"`
+	NoKey              uint64         `json:"no_key"`
+	KernelDrops        uint64         `json:"kernel_drops"`
+	RingFull           uint64         `json:"ring_full"`
+	Coalesced          uint64         `json:"coalesced"`
+	Replay             *ReplaySummary `json:"replay,omitempty"`
+	Sessions           uint64         `json:"sessions"`
+	SessionsEnded      uint64         `json:"sessions_ended"`
+	SessionsAbrupt     uint64         `json:"sessions_abrupt"`
+	WinsA              uint64         `json:"wins_a"`
+	WinsB              uint64         `json:"wins_b"`
+	Verify             bool           `json:"verify"`
+	VerifyOK           bool           `json:"verify_ok"`
+	VerifyErrors       uint64         `json:"verify_errors"`
+	FirstVerifyError   string         `json:"first_verify_error,omitempty"`
+	MallocsPerMsg      float64        `json:"mallocs_per_msg"`
+	ElapsedS           float64        `json:"elapsed_s"`
+	MsgsPerS           float64        `json:"msgs_per_s"`
+	RcvBuf             int            `json:"rcvbuf"`
 	LatencySummary
 	StageSummary
 	// KeysRefused are the channels whose keys the feed handler refused
@@ -729,7 +758,8 @@ type stopper struct {
 	start, lastActivity, lastScreen time.Time
 	lastPackets                     uint64
 	polls                           int
-	reason                          string // why the run ended, once stop returned true
+	reason                          string    // why the run ended, once stop returned true
+	replayDoneAt                    time.Time // when the replay was first seen done
 }
 
 // stop reports whether the run is over: --expect messages arrived, every
@@ -742,9 +772,24 @@ func (r *stopper) stop() bool {
 		r.reason = "expect"
 		return true
 	}
-	if a.sub.AllEnded() {
+	// A replay goes through session after session, each ended: it ends
+	// when the archive has delivered everything.
+	if a.replayCfg == nil && a.sub.AllEnded() {
 		r.reason = "end-of-session"
 		return true
+	}
+	if a.replayCfg != nil && a.replayDone() {
+		// Everything is delivered; a gap still open (a loss record, a
+		// corrupt record) is declared lost after --lost-after: wait that
+		// long, and a little, for the summary to count it.
+		now := time.Now()
+		if r.replayDoneAt.IsZero() {
+			r.replayDoneAt = now
+		}
+		if now.Sub(r.replayDoneAt) >= a.s.LostAfter+50*time.Millisecond {
+			r.reason = "replay-end"
+			return true
+		}
 	}
 	if r.polls&15 != 0 && h.received > 0 {
 		return false
@@ -774,7 +819,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 		LostRanges: st.LostRanges, Recovered: st.Recovered, Requests: st.Requests, Reordered: st.Reordered, WindowFull: st.WindowFull,
 		InstrumentGaps: st.InstrumentGaps, Stale: st.Stale, PacketsA: st.PacketsA, PacketsB: st.PacketsB,
 		Foreign: st.Foreign, Competing: st.Competing, Unvetted: st.Unvetted, Malformed: st.Malformed,
-		Unauthenticated: st.Unauthenticated, NoKey: st.NoKey, KernelDrops: st.KernelDrops, RingFull: st.RingFull, Coalesced: st.Coalesced,
+		Unauthenticated: st.Unauthenticated, NoKey: st.NoKey, KernelDrops: st.KernelDrops, RingFull: st.RingFull, Coalesced: st.Coalesced, Replay: a.replaySummary(),
 		Sessions: st.Sessions, SessionsEnded: st.SessionsEnded, SessionsAbrupt: st.SessionsAbrupt, WinsA: st.WinsA, WinsB: st.WinsB,
 		Verify: a.s.Verify, VerifyOK: a.s.Verify && h.verifyErrs == 0 && h.received > 0, VerifyErrors: h.verifyErrs,
 		ElapsedS: elapsed.Seconds(), MsgsPerS: float64(h.received) / elapsed.Seconds(),
@@ -812,7 +857,8 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 	sum.KeysRefused = slices.Clone(a.refused)
 	a.refusedMu.Unlock()
 	sum.OK = st.Missing == 0 && h.received > 0 && len(sum.KeysRefused) == 0 &&
-		(a.s.Expect == 0 || h.received+st.Conflated == a.s.Expect) && (!a.s.Verify || sum.VerifyOK)
+		(a.s.Expect == 0 || h.received+st.Conflated == a.s.Expect) && (!a.s.Verify || sum.VerifyOK) &&
+		(sum.Replay == nil || sum.Replay.Errors == 0 && sum.Replay.LostMessages == 0)
 	return sum
 }
 
