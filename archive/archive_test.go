@@ -3,7 +3,9 @@ package archive
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,4 +204,63 @@ func jetStreamOf(t testing.TB, nc *nats.Conn) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
+}
+
+// TestCorruptRecordReported stores a record with one bit flipped between
+// two good ones: the reader reports it as a *CorruptRecordError naming its
+// place in the stream and goes on, and a replay skips it, counting it,
+// reporting it, and delivering the good records' packets only.
+func TestCorruptRecordReported(t *testing.T) {
+	_, nc := jetStreamServer(t)
+	ctx := context.Background()
+	js := jetStreamOf(t, nc)
+	if err := ensureStream(ctx, js, "T", StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := mold.ParseSession("S")
+	a, next := packets(t, s, 1, 10)
+	b, next2 := packets(t, s, next, 10)
+	c, _ := packets(t, s, next2, 10)
+	bad := record(t, 0, s, b)
+	bad[HeaderLen+30] ^= 0x10
+	var seqs []uint64
+	for _, rec := range [][]byte{record(t, 0, s, a), bad, record(t, 0, s, c)} {
+		ack, err := js.Publish(ctx, Subject("T", 0), rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	r, err := OpenReader(ctx, ReaderConfig{Feed: "T", Channel: 0, Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for {
+		rec, seq, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		var ce *CorruptRecordError
+		switch {
+		case errors.As(err, &ce):
+			if ce.StreamSeq != seqs[1] || seq != seqs[1] || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("corrupt record reported at %d (%v), stored at %d", ce.StreamSeq, err, seqs[1])
+			}
+			kinds = append(kinds, "corrupt")
+		case err != nil:
+			t.Fatal(err)
+		default:
+			kinds = append(kinds, fmt.Sprint(rec.First))
+		}
+	}
+	r.Close()
+	if want := fmt.Sprintf("[1 corrupt %d]", next2); fmt.Sprint(kinds) != want {
+		t.Fatalf("read %v, want %s", kinds, want)
+	}
+	var reported []error
+	got := replayAllWith(t, ReplayConfig{Feed: "T", Conn: nc, OnError: func(err error) { reported = append(reported, err) }}, 0, true)
+	if len(got) != len(a)+len(c) || len(reported) != 1 || !strings.Contains(reported[0].Error(), fmt.Sprintf("message %d", seqs[1])) {
+		t.Fatalf("replay: %d packets, reported %v; want %d packets and the corrupt record at message %d", len(got), reported, len(a)+len(c), seqs[1])
+	}
 }

@@ -180,7 +180,7 @@ func exportedMetrics(t *testing.T) map[string][]string {
 		tickprom.NewSubscriberCollector(nil), tickprom.NewLatencyMetrics(),
 		tickprom.NewPublisherCollector(nil, ""), tickprom.NewPublisherMetrics(), tickprom.NewForeignPacketsCollector(nil),
 		tickprom.NewRecoveryServerCollector(nil, nil), natsconn.NewMetrics(),
-		tickprom.NewRDMAPortCollector("rxe0", 1), tickprom.NewRDMAEventCollector(),
+		tickprom.NewRDMAPortCollector("rxe0", 1), tickprom.NewRDMAEventCollector(), tickprom.NewArchiveCollector(nil),
 	} {
 		c.Describe(descs)
 	}

@@ -8,6 +8,7 @@ func FeedHandler() *Dashboard {
 	const (
 		pub = "tickcast_publisher_"
 		rec = "tickcast_recovery_"
+		ar  = "tickcast_archive_"
 	)
 	b := newBuilder("tickcast-feedhandler", "tickcast / Feed handler",
 		"The feed handler: tickcast_publisher_* and tickcast_recovery_* (docs/operations.md says what each metric means and what to do about it).",
@@ -75,6 +76,14 @@ func FeedHandler() *Dashboard {
 	b.graph(timeseries("Next sequence", "Sequence number each channel's next message will get, as the publisher and the store see it.", "none",
 		q(sumBy("instance, channel", pub+"next_sequence"+byChannel), "publisher channel {{channel}} {{instance}}"),
 		q(sumBy("instance, channel", rec+"store_next_sequence"+byChannel), "store channel {{channel}} {{instance}}")))
+
+	b.row("Archive")
+	b.graph(timeseries("Archived messages and bytes /s", "What the archive (feedhandler --archive) stores per second: messages in the packets recorded, and record bytes before JetStream's compression. Flat while the feed publishes: recording stopped.", "short",
+		q(rate(ar+"messages_total", byInstance, "instance"), "messages {{instance}}"),
+		q(rate(ar+"bytes_total", byInstance, "instance"), "bytes {{instance}}")))
+	b.graph(timeseries("Archive lag and messages not archived", "Time from a record's first packet to JetStream's acknowledgement (seconds), and messages sent but not archived in the interval (each run written as a loss record). Any loss: see the runbook, alert TickcastArchiveIncomplete.", "short",
+		q(sumBy("instance", ar+"lag_seconds"+byInstance), "lag s {{instance}}"),
+		q(`sum by (instance) (increase(`+ar+`lost_messages_total`+byInstance+`[$__rate_interval]))`, "not archived {{instance}}")))
 
 	b.row("Feed handlers")
 	b.graph(timeseries("Feed handlers up", "1 while Prometheus scrapes a feed handler, 0 while it cannot: every target of the feedhandler job, whatever instances are selected, so that a lost peer of a hot-hot pair shows. See the runbook, \"Feed handler down\".", "short",

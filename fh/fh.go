@@ -19,6 +19,7 @@ import (
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
+	"github.com/tickcast/tickcast/tickprom"
 	"github.com/tickcast/tickcast/seal"
 	"github.com/tickcast/tickcast/seal/natskeys"
 )
@@ -107,6 +108,9 @@ func (h *FeedHandler) start() error {
 	}
 	h.metrics = m
 	m.Registry.MustRegister(h.cfg.Collectors...)
+	if h.sink.archive != nil {
+		m.Registry.MustRegister(tickprom.NewArchiveCollector(h.sink.archive.Stats))
+	}
 	m.SetHealth(h.healthy)
 	if err := h.startPublisher(); err != nil {
 		return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"io"
 	"net"
 	"net/http"
@@ -58,6 +60,9 @@ const rulesFile = "../../deploy/prometheus/alerts.yml"
 // down. A script sends packets of another session onto channel 1's group
 // throughout: both sides' competing-publisher alerts fire; another resends a
 // live packet of channel 0 under later sequence numbers: the forged-packets
+// alert fires. The feed handler archives (--archive) on the test's NATS
+// server's JetStream, and the test deletes the archive's stream once it
+// holds a record: the records are refused from then on, and the archive
 // alert fires. The feed handler and both subscribers (subscriber 2 for its
 // keys only) use a NATS server the test runs, which it shuts down until all
 // are disconnected, then restarts on its port: they reconnect.
@@ -93,7 +98,7 @@ func TestPrometheus(t *testing.T) {
 	fhAddr, sub1Addr, sub2Addr, promAddr := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	natsHost, natsPortStr, _ := net.SplitHostPort(natsAddr(t))
 	natsPort, _ := strconv.Atoi(natsPortStr)
-	natsCfg := natsconn.ServerConfig{Host: natsHost, Port: natsPort}
+	natsCfg := natsconn.ServerConfig{Host: natsHost, Port: natsPort, JetStream: true, StoreDir: filepath.Join(dir, "jetstream")}
 	natsSrv, err := natsconn.StartServer(natsCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +116,11 @@ func TestPrometheus(t *testing.T) {
 		s.waitLog(t, `"subscribed"`, 10*time.Second)
 	}
 	fh := start(t, ctx, feedhandlerBin, "--group", ga, "--channels", "2", "--count", "0", "--rate", "20000", "--watch-groups",
-		"--rate-limit", "200", "--heartbeat", "50ms", "--metrics-addr", fhAddr, "--nats-url", natsURL)
+		"--rate-limit", "200", "--heartbeat", "50ms", "--metrics-addr", fhAddr, "--nats-url", natsURL, "--archive")
 	fh.waitLog(t, `"publishing"`, 10*time.Second)
+	// The archive's stream deleted under the feed handler: its records are
+	// refused from then on, for the archive alert.
+	deleteArchiveStream(t, natsURL)
 	// Another publisher on channel 1's group, for the competing-publisher
 	// alerts of both sides.
 	scriptCtx, stopScript := context.WithCancel(ctx)
@@ -535,4 +543,32 @@ func dashboardQueries(t *testing.T, name string, dashboardJSON []byte) []map[str
 		out = append(out, map[string]any{"alert": q.Where, "expr": q.Expr})
 	}
 	return out
+}
+
+// deleteArchiveStream deletes the feed's archive stream on the NATS server
+// at url, once it holds a record.
+func deleteArchiveStream(t *testing.T, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		st, err := js.Stream(ctx, natsconn.ArchiveStream("tickcast"))
+		if err != nil {
+			return false, fmt.Sprintf("archive stream: %v", err)
+		}
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs > 0, fmt.Sprintf("archive stream: %v %v", info, err)
+	})
+	if err := js.DeleteStream(ctx, natsconn.ArchiveStream("tickcast")); err != nil {
+		t.Fatal(err)
+	}
 }
