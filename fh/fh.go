@@ -19,9 +19,9 @@ import (
 	"github.com/tickcast/tickcast/internal/natsconn"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/recovery"
-	"github.com/tickcast/tickcast/tickprom"
 	"github.com/tickcast/tickcast/seal"
 	"github.com/tickcast/tickcast/seal/natskeys"
+	"github.com/tickcast/tickcast/tickprom"
 )
 
 // FeedHandler is one feed handler: made by New, run once by Run, released by
