@@ -39,6 +39,9 @@ func (e *CorruptRecordError) Error() string {
 // Unwrap returns the decode error, which matches ErrCorrupt.
 func (e *CorruptRecordError) Unwrap() error { return e.Err }
 
+// readAhead is how many records a reader asks for at a time.
+const readAhead = 16
+
 // ErrEmpty is returned by OpenReader when the archive holds no record of
 // the channel.
 var ErrEmpty = errors.New("archive: no record of the channel")
@@ -98,7 +101,10 @@ func OpenReader(ctx context.Context, cfg ReaderConfig) (*Reader, error) {
 	if r.cons, err = st.OrderedConsumer(ctx, occ); err != nil {
 		return nil, fmt.Errorf("archive: stream %s: reader of %s: %w", r.stream, r.subject, err)
 	}
-	if r.it, err = r.cons.Messages(); err != nil {
+	// A few records in flight at a time (each up to RecordBytes): enough
+	// to keep the stream flowing, and far below what the server lets a
+	// client owe it before it drops it as a slow consumer.
+	if r.it, err = r.cons.Messages(jetstream.PullMaxMessages(readAhead)); err != nil {
 		return nil, fmt.Errorf("archive: stream %s: reader of %s: %w", r.stream, r.subject, err)
 	}
 	return r, nil

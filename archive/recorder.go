@@ -253,29 +253,42 @@ func (r *Recorder) handOver(c *chanRecorder) {
 // run stores records until Close, then what is left.
 func (r *Recorder) run() {
 	defer close(r.done)
-	tick := time.NewTicker(r.cfg.RecordDelay / 2)
+	// The goroutine wakes on its own clock and takes what was handed over
+	// meanwhile: a hand-over never wakes it. A wake-up from the sending
+	// goroutine would queue it, and the JetStream work it starts, on the
+	// sender's processor, ahead of the sender's next packet.
+	tick := time.NewTicker(pollEvery(r.cfg.RecordDelay))
 	defer tick.Stop()
 	var fl []inflight
 	for {
 		select {
-		case o := <-r.out:
-			fl = r.publish(o, fl)
 		case <-tick.C:
 			r.flushOld(time.Now().UnixNano() - r.cfg.RecordDelay.Nanoseconds())
+			fl = r.drain(fl)
 			fl = r.reap(fl, 0)
 		case <-r.stop:
 			r.flushOld(1 << 62)
-			for {
-				select {
-				case o := <-r.out:
-					fl = r.publish(o, fl)
-					continue
-				default:
-				}
-				break
-			}
+			fl = r.drain(fl)
 			r.reap(fl, len(fl))
 			return
+		}
+	}
+}
+
+// pollEvery is how often the recorder's goroutine takes the records
+// handed over: a tenth of the record delay, at least every 5 ms.
+func pollEvery(delay time.Duration) time.Duration {
+	return max(time.Millisecond/2, min(delay/10, 5*time.Millisecond))
+}
+
+// drain publishes every record handed over.
+func (r *Recorder) drain(fl []inflight) []inflight {
+	for {
+		select {
+		case o := <-r.out:
+			fl = r.publish(o, fl)
+		default:
+			return fl
 		}
 	}
 }

@@ -48,7 +48,7 @@ func (s *Settings) replayPlan() (*archive.ReplayConfig, error) {
 	if s.GroupB != "" {
 		return nil, cliconf.Invalid("group-b", "%q: the archive holds one copy of each packet; a replay has no B line", s.GroupB)
 	}
-	return &archive.ReplayConfig{Feed: s.FeedName, From: from, To: to, Speed: speed, RingSlots: s.RingSlots, MaxDatagram: archive.MaxPacketLen}, nil
+	return &archive.ReplayConfig{Feed: s.FeedName, From: from, To: to, Speed: speed, RingSlots: s.RingSlots, MaxDatagram: s.MaxDatagram}, nil
 }
 
 // parseSpeed reads --replay-speed: max (0), recorded (1), or a factor as
