@@ -156,18 +156,18 @@ func NewReplayReceiver(cfg ReplayConfig, ch int, play bool, n *ud.Notifier) (*Re
 		close(r.done)
 		return r, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	js, err := jetstream.New(cfg.Conn)
 	if err != nil {
 		return nil, fmt.Errorf("archive: jetstream: %w", err)
 	}
 	if r.keys, err = readKeys(ctx, js, cfg.Feed, ch); err != nil {
-		return nil, err
+		return nil, refused(cfg.Conn, err)
 	}
 	rd, err := OpenReader(ctx, ReaderConfig{Feed: cfg.Feed, Channel: ch, Conn: cfg.Conn, From: cfg.From.Time})
 	if err != nil {
-		return nil, err
+		return nil, refused(cfg.Conn, err)
 	}
 	r.rd = rd
 	go r.run(rd)
@@ -435,4 +435,17 @@ func (s sessionSpans) String() string {
 		fmt.Fprintf(&b, "%s:%d-%d", sp.session, sp.first, sp.next-1)
 	}
 	return b.String()
+}
+
+// refused adds to err, a JetStream call that timed out, the permissions
+// violation the server reported meanwhile, if any: a user not entitled to
+// the channel's archive is refused without an answer to the call.
+func refused(nc *nats.Conn, err error) error {
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if last := nc.LastError(); last != nil && strings.Contains(strings.ToLower(last.Error()), "permissions violation") {
+		return fmt.Errorf("%w (the NATS server refused this user: %v; is it entitled to the channel?)", err, last)
+	}
+	return err
 }

@@ -73,3 +73,27 @@ func TestArchiveReplay(t *testing.T) {
 	}
 	fh.cmd.Process.Kill()
 }
+
+// TestArchiveEntitlement: on the embedded server with users, a subscriber
+// entitled to channel 0 only replays channel 0's archive, and a replay of
+// channel 1 is refused, saying that the server refused the user.
+func TestArchiveEntitlement(t *testing.T) {
+	ga, _, _ := groups(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	fh := start(t, ctx, feedhandlerBin, "--archive", "--archive-dir", t.TempDir(), "--count", "20000", "--rate", "0", "--group", ga,
+		"--linger", "60s", "--nats-users", "fh:fhpw:feedhandler,alice:apw:subscriber:0", "--nats-user", "fh", "--nats-password", "fhpw")
+	fh.waitLog(t, `session ended; serving recovery`, 30*time.Second)
+	defer fh.cmd.Process.Kill()
+	ok := start(t, ctx, subscriberBin, "--nats-user", "alice", "--nats-password", "apw", "--replay-from", "start", "--join-channels", "0")
+	if code := ok.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("alice's replay of channel 0: exit %d\n%s", code, tail(ok.stderr.String()))
+	}
+	if sum := ok.summary(t); sum["received"].(float64) < 1 || sum["missing"] != float64(0) {
+		t.Fatalf("alice's replay of channel 0: %v", sum)
+	}
+	no := start(t, ctx, subscriberBin, "--nats-user", "alice", "--nats-password", "apw", "--replay-from", "start", "--join-channels", "1")
+	if code := no.wait(t, 30*time.Second); code == 0 || !strings.Contains(no.stderr.String(), "is it entitled to the channel") {
+		t.Fatalf("alice's replay of channel 1: exit %d, want a refusal saying why\n%s", code, tail(no.stderr.String()))
+	}
+}
