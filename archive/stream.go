@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tickcast/tickcast/internal/natsconn"
+	"github.com/tickcast/tickcast/recovery"
 )
 
 // StreamConfig sets the archive stream's storage and retention.
@@ -39,20 +40,9 @@ func (c StreamConfig) validate(feed string) error {
 	return nil
 }
 
-// validFeed reports whether feed can name a stream and a subject token.
-func validFeed(feed string) bool {
-	if feed == "" || len(feed) > 64 {
-		return false
-	}
-	for _, c := range feed {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// validFeed reports whether feed can name a stream and a subject token:
+// a feed name as recovery.ValidateFeed takes it.
+func validFeed(feed string) bool { return recovery.ValidateFeed(feed) == nil }
 
 // StreamName is the JetStream stream that holds feed's archive.
 func StreamName(feed string) string { return natsconn.ArchiveStream(feed) }

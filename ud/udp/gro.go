@@ -1,7 +1,6 @@
 package udp
 
 import (
-	"encoding/binary"
 	"errors"
 	"time"
 
@@ -107,34 +106,15 @@ func (r *Receiver) receiveGRO(raw bool, flags int) (int, unix.Errno) {
 	return r.spillGRO(), 0
 }
 
-// groSegment reads buffer k's control messages: the socket's drop count
-// (SO_RXQ_OVFL) and the segment size (UDP_GRO). A buffer without UDP_GRO
-// is one datagram.
+// groSegment reads buffer k's control messages (readControl) and returns
+// its segment size: a buffer without UDP_GRO is one datagram.
 func (r *Receiver) groSegment(k int) int {
 	g := r.gro
 	h := &g.hdrs[k].Hdr
-	b := g.ctrl[k*groCtrlSpace : k*groCtrlSpace+min(int(h.Controllen), groCtrlSpace)]
-	seg := int(g.hdrs[k].Len)
-	for len(b) >= unix.SizeofCmsghdr {
-		l := int(binary.NativeEndian.Uint64(b[0:8]))
-		level := int32(binary.NativeEndian.Uint32(b[8:12]))
-		typ := int32(binary.NativeEndian.Uint32(b[12:16]))
-		if l < unix.SizeofCmsghdr || l > len(b) {
-			break
-		}
-		if l >= unix.CmsgLen(4) {
-			v := binary.NativeEndian.Uint32(b[unix.SizeofCmsghdr:])
-			switch {
-			case level == unix.SOL_SOCKET && typ == unix.SO_RXQ_OVFL:
-				r.drops += uint64(v - r.lastDropRaw) // modular: survives the wrap
-				r.lastDropRaw = v
-			case level == unix.IPPROTO_UDP && typ == unix.UDP_GRO && v > 0:
-				seg = int(v)
-			}
-		}
-		b = b[min(unix.CmsgSpace(l-unix.SizeofCmsghdr), len(b)):]
+	if seg := r.readControl(g.ctrl[k*groCtrlSpace : k*groCtrlSpace+min(int(h.Controllen), groCtrlSpace)]); seg > 0 {
+		return seg
 	}
-	return seg
+	return int(g.hdrs[k].Len)
 }
 
 // spillGRO copies the received datagrams that wait into free ring slots,

@@ -1,11 +1,8 @@
 package udp
 
 import (
-	"fmt"
 	"testing"
 	"time"
-
-	"github.com/tickcast/tickcast/internal/testenv"
 )
 
 // groPair returns a GSO sender and a GRO receiver on a fresh group, or
@@ -139,40 +136,7 @@ func TestGROZeroAllocs(t *testing.T) {
 			for i := range batch {
 				batch[i] = make([]byte, 1400)
 			}
-			var failed error
-			exchange := func() {
-				if err := s.Send(batch); err != nil && failed == nil {
-					failed = err
-				}
-				deadline := time.Now().Add(5 * time.Second)
-				for got := 0; got < len(batch); {
-					if err := r.Wait(100 * time.Millisecond); err != nil && failed == nil {
-						failed = err
-					}
-					n := 0
-					for r.Peek(n) != nil {
-						n++
-					}
-					r.Release(n)
-					got += n
-					if time.Now().After(deadline) {
-						if failed == nil {
-							failed = fmt.Errorf("round timed out: %+v", r.Stats())
-						}
-						return
-					}
-				}
-			}
-			exchange() // warm up
-			const batches = 8
-			testenv.NoAllocs(t, "GSO send and GRO receive of a datagram", 25, batches*len(batch), func() {
-				for range batches {
-					exchange()
-				}
-			})
-			if failed != nil {
-				t.Fatal(failed)
-			}
+			checkExchangeAllocs(t, s, r, batch, "GSO send and GRO receive of a datagram")
 			if st := r.Stats(); st.Coalesced == 0 {
 				t.Errorf("nothing arrived coalesced: %+v", st)
 			}

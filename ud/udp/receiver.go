@@ -420,25 +420,38 @@ func (r *Receiver) deliver(start, got int) {
 	r.ring.Publish(w - start)
 }
 
-// readDrops parses slot k's control messages for SO_RXQ_OVFL. The value is
-// the socket's cumulative drop count (a wrapping uint32) when the datagram was
-// queued; the kernel omits it while the count is zero.
+// readDrops parses slot k's control messages for SO_RXQ_OVFL (see
+// readControl).
 func (r *Receiver) readDrops(k, clen int) {
-	b := r.ctrl[k*ctrlSpace : k*ctrlSpace+min(clen, ctrlSpace)]
+	r.readControl(r.ctrl[k*ctrlSpace : k*ctrlSpace+min(clen, ctrlSpace)])
+}
+
+// readControl parses one received buffer's control messages. SO_RXQ_OVFL
+// is the socket's cumulative drop count (a wrapping uint32) when the
+// datagram was queued, which the kernel omits while the count is zero;
+// UDP_GRO is the segment size of a buffer that holds several datagrams
+// (Config.GRO), returned, or 0 when there is none.
+func (r *Receiver) readControl(b []byte) (segment int) {
 	for len(b) >= unix.SizeofCmsghdr {
 		l := int(binary.NativeEndian.Uint64(b[0:8]))
 		level := int32(binary.NativeEndian.Uint32(b[8:12]))
 		typ := int32(binary.NativeEndian.Uint32(b[12:16]))
 		if l < unix.SizeofCmsghdr || l > len(b) {
-			return
+			return segment
 		}
-		if level == unix.SOL_SOCKET && typ == unix.SO_RXQ_OVFL && l >= unix.CmsgLen(4) {
-			raw := binary.NativeEndian.Uint32(b[unix.SizeofCmsghdr:])
-			r.drops += uint64(raw - r.lastDropRaw) // modular: survives the wrap
-			r.lastDropRaw = raw
+		if l >= unix.CmsgLen(4) {
+			v := binary.NativeEndian.Uint32(b[unix.SizeofCmsghdr:])
+			switch {
+			case level == unix.SOL_SOCKET && typ == unix.SO_RXQ_OVFL:
+				r.drops += uint64(v - r.lastDropRaw) // modular: survives the wrap
+				r.lastDropRaw = v
+			case level == unix.IPPROTO_UDP && typ == unix.UDP_GRO:
+				segment = int(v)
+			}
 		}
 		b = b[min(unix.CmsgSpace(l-unix.SizeofCmsghdr), len(b)):]
 	}
+	return segment
 }
 
 // MaxDatagram returns the slot size, Config.MaxDatagram.

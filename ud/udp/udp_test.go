@@ -630,40 +630,7 @@ func TestZeroAllocsPerDatagram(t *testing.T) {
 			for i := range batch {
 				batch[i] = make([]byte, 1200)
 			}
-			var failed error
-			exchange := func() {
-				if err := s.Send(batch); err != nil && failed == nil {
-					failed = err
-				}
-				deadline := time.Now().Add(5 * time.Second)
-				for got := 0; got < len(batch); {
-					if err := r.Wait(100 * time.Millisecond); err != nil && failed == nil {
-						failed = err
-					}
-					n := 0
-					for r.Peek(n) != nil {
-						n++
-					}
-					r.Release(n)
-					got += n
-					if time.Now().After(deadline) {
-						if failed == nil {
-							failed = fmt.Errorf("round timed out: %+v", r.Stats())
-						}
-						return
-					}
-				}
-			}
-			exchange() // warm up
-			const batches = 8
-			testenv.NoAllocs(t, "send and receive of a datagram", 25, batches*len(batch), func() {
-				for range batches {
-					exchange()
-				}
-			})
-			if failed != nil {
-				t.Fatal(failed)
-			}
+			checkExchangeAllocs(t, s, r, batch, "send and receive of a datagram")
 			if st := r.Stats(); st.KernelDrops != 0 {
 				t.Fatalf("drops during the test: %+v", st)
 			}
@@ -788,5 +755,46 @@ func TestDirectNeedsNotifier(t *testing.T) {
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Field != "Mode" || !strings.Contains(err.Error(), "Notifier") {
 		t.Fatalf("NewReceiver(Direct, no Notifier) = %v, want a ConfigError on Mode naming the Notifier", err)
+	}
+}
+
+// checkExchangeAllocs sends batch and receives it, 8 times per run, and
+// fails unless that allocates nothing per datagram (testenv.NoAllocs),
+// or a round fails.
+func checkExchangeAllocs(t *testing.T, s *Sender, r *Receiver, batch [][]byte, what string) {
+	t.Helper()
+	var failed error
+	exchange := func() {
+		if err := s.Send(batch); err != nil && failed == nil {
+			failed = err
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for got := 0; got < len(batch); {
+			if err := r.Wait(100 * time.Millisecond); err != nil && failed == nil {
+				failed = err
+			}
+			n := 0
+			for r.Peek(n) != nil {
+				n++
+			}
+			r.Release(n)
+			got += n
+			if time.Now().After(deadline) {
+				if failed == nil {
+					failed = fmt.Errorf("round timed out: %+v", r.Stats())
+				}
+				return
+			}
+		}
+	}
+	exchange() // warm up
+	const batches = 8
+	testenv.NoAllocs(t, what, 25, batches*len(batch), func() {
+		for range batches {
+			exchange()
+		}
+	})
+	if failed != nil {
+		t.Fatal(failed)
 	}
 }
