@@ -53,14 +53,12 @@ var ErrOutOfRange = errors.New("archive: not in the archive")
 // Reader reads one channel's records in the order they were stored, up to
 // the last one stored when it was opened.
 type Reader struct {
-	cfg      ReaderConfig
-	stream   string
-	subject  string
-	last     uint64    // the stream sequence of the last record to read
-	lastTime time.Time // when it was stored
-	cons     jetstream.Consumer
-	it       jetstream.MessagesContext
-	done     bool
+	cfg     ReaderConfig
+	stream  string
+	subject string
+	last    uint64 // the stream sequence of the last record to read
+	it      jetstream.MessagesContext
+	done    bool
 }
 
 // OpenReader opens a reader of one channel's archive. It returns an error
@@ -88,7 +86,7 @@ func OpenReader(ctx context.Context, cfg ReaderConfig) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("archive: stream %s: last record on %s: %w", r.stream, r.subject, err)
 	}
-	r.last, r.lastTime = lastMsg.Sequence, lastMsg.Time
+	r.last = lastMsg.Sequence
 	if !cfg.From.IsZero() && cfg.From.After(lastMsg.Time) {
 		return nil, fmt.Errorf("%w: from %s: stream %s holds records of %s up to %s", ErrOutOfRange, cfg.From.UTC().Format(time.RFC3339Nano),
 			r.stream, r.subject, lastMsg.Time.UTC().Format(time.RFC3339Nano))
@@ -98,13 +96,14 @@ func OpenReader(ctx context.Context, cfg ReaderConfig) (*Reader, error) {
 		from := cfg.From
 		occ.DeliverPolicy, occ.OptStartTime = jetstream.DeliverByStartTimePolicy, &from
 	}
-	if r.cons, err = st.OrderedConsumer(ctx, occ); err != nil {
+	cons, err := st.OrderedConsumer(ctx, occ)
+	if err != nil {
 		return nil, fmt.Errorf("archive: stream %s: reader of %s: %w", r.stream, r.subject, err)
 	}
 	// A few records in flight at a time (each up to RecordBytes): enough
 	// to keep the stream flowing, and far below what the server lets a
 	// client owe it before it drops it as a slow consumer.
-	if r.it, err = r.cons.Messages(jetstream.PullMaxMessages(readAhead)); err != nil {
+	if r.it, err = cons.Messages(jetstream.PullMaxMessages(readAhead)); err != nil {
 		return nil, fmt.Errorf("archive: stream %s: reader of %s: %w", r.stream, r.subject, err)
 	}
 	return r, nil
