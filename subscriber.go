@@ -655,7 +655,7 @@ func (sc *subChannel) nextLine(tried *int) int {
 // first if it came; a packet left queued waits in the ring, then the
 // socket buffer, rather than the join's prefix being declared lost.
 func (s *Subscriber) mustWait(sc *subChannel, slot *ud.Slot) bool {
-	if s.cfg.Keys != nil && s.waitKeys(sc, slot) {
+	if s.cfg.Keys != nil && !slot.Opened && s.waitKeys(sc, slot) {
 		return true
 	}
 	hdr, err := mold.DecodeHeader(slot.Data())
@@ -671,7 +671,7 @@ func (s *Subscriber) mustWait(sc *subChannel, slot *ud.Slot) bool {
 func (s *Subscriber) packet(sc *subChannel, line int, slot *ud.Slot, now int64) {
 	s.packets++
 	data := slot.Data()
-	if s.cfg.Keys != nil {
+	if s.cfg.Keys != nil && !slot.Opened {
 		if n, ok := mold.MessageCount(data); ok && n > 0 {
 			var err error
 			if data, err = s.open(sc, data); err != nil {

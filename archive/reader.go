@@ -21,6 +21,10 @@ type ReaderConfig struct {
 	// From, if not zero, starts at the first record stored at or after
 	// this time; zero starts at the oldest record held.
 	From time.Time
+	// Follow keeps reading the records stored after the reader was opened,
+	// as they are stored: Next never returns io.EOF, and AtTail tells
+	// when the reader has caught up with the stream.
+	Follow bool
 }
 
 // CorruptRecordError reports a stored record that failed Decode, by its
@@ -51,7 +55,8 @@ var ErrEmpty = errors.New("archive: no record of the channel")
 var ErrOutOfRange = errors.New("archive: not in the archive")
 
 // Reader reads one channel's records in the order they were stored, up to
-// the last one stored when it was opened.
+// the last one stored when it was opened, or on as they are stored
+// (ReaderConfig.Follow).
 type Reader struct {
 	cfg     ReaderConfig
 	stream  string
@@ -59,6 +64,7 @@ type Reader struct {
 	last    uint64 // the stream sequence of the last record to read
 	it      jetstream.MessagesContext
 	done    bool
+	atTail  bool // the last record read was the last stored then (Follow)
 }
 
 // OpenReader opens a reader of one channel's archive. It returns an error
@@ -109,7 +115,8 @@ func OpenReader(ctx context.Context, cfg ReaderConfig) (*Reader, error) {
 	return r, nil
 }
 
-// Last returns the stream sequence of the last record the reader reads.
+// Last returns the stream sequence of the last record the channel had when
+// the reader was opened: the last it reads unless it follows.
 func (r *Reader) Last() uint64 { return r.last }
 
 // Next returns the next record and its sequence in the stream; io.EOF
@@ -128,7 +135,8 @@ func (r *Reader) Next() (Record, uint64, error) {
 		return Record{}, 0, fmt.Errorf("archive: stream %s: reading %s: %w", r.stream, r.subject, err)
 	}
 	seq := md.Sequence.Stream
-	if seq >= r.last {
+	r.atTail = md.NumPending == 0
+	if seq >= r.last && !r.cfg.Follow {
 		r.done = true
 		r.it.Stop()
 	}
@@ -142,6 +150,11 @@ func (r *Reader) Next() (Record, uint64, error) {
 	}
 	return rec, seq, nil
 }
+
+// AtTail reports whether the last record Next returned was the last one
+// the stream held for the channel when it was read: a following reader
+// has caught up, and its next record is one not yet stored.
+func (r *Reader) AtTail() bool { return r.atTail }
 
 // stopWait ends a Next waiting for a record, from another goroutine.
 func (r *Reader) stopWait() { r.it.Stop() }

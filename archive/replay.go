@@ -78,6 +78,10 @@ type ReplayConfig struct {
 	// Speed paces the replay: 0 as fast as the subscriber takes the
 	// packets, 1 at the pace they were recorded, N N times faster.
 	Speed float64
+	// Follow replays on past the records stored when the replay started,
+	// as they are stored, for a replay that joins the live stream
+	// (MergeReceiver); To must be zero.
+	Follow bool
 	// RingSlots and MaxDatagram size each channel's ring, as for udp.
 	RingSlots   int
 	MaxDatagram int
@@ -118,6 +122,7 @@ type ReplayReceiver struct {
 	datagrams, bytes, records, lossRecords, lostMessages, corrupt, unverified, ringFull atomic.Uint64
 	finished                                                                            atomic.Bool
 	closed                                                                              atomic.Bool
+	atTail                                                                              atomic.Bool // Follow: every record stored has been delivered
 }
 
 var _ ud.Receiver = (*ReplayReceiver)(nil)
@@ -139,6 +144,9 @@ func NewReplayReceiver(cfg ReplayConfig, ch int, play bool, n *ud.Notifier) (*Re
 	}
 	if cfg.MaxDatagram == 0 {
 		cfg.MaxDatagram = MaxPacketLen
+	}
+	if cfg.Follow && !cfg.To.IsZero() {
+		return nil, fmt.Errorf("archive: a replay that follows the archive has no end: To %s", cfg.To)
 	}
 	if cfg.Speed < 0 {
 		return nil, fmt.Errorf("archive: replay speed %v: want 0 (as fast as taken), 1 (as recorded) or more", cfg.Speed)
@@ -165,7 +173,7 @@ func NewReplayReceiver(cfg ReplayConfig, ch int, play bool, n *ud.Notifier) (*Re
 	if r.keys, err = readKeys(ctx, js, cfg.Feed, ch); err != nil {
 		return nil, refused(cfg.Conn, err)
 	}
-	rd, err := OpenReader(ctx, ReaderConfig{Feed: cfg.Feed, Channel: ch, Conn: cfg.Conn, From: cfg.From.Time})
+	rd, err := OpenReader(ctx, ReaderConfig{Feed: cfg.Feed, Channel: ch, Conn: cfg.Conn, From: cfg.From.Time, Follow: cfg.Follow})
 	if err != nil {
 		return nil, refused(cfg.Conn, err)
 	}
@@ -203,6 +211,9 @@ func (r *ReplayReceiver) run(rd *Reader) {
 			}
 			return
 		}
+		if !rd.AtTail() {
+			r.atTail.Store(false)
+		}
 		if !seen.has(rec.Session) {
 			seen.add(rec.Session, rec.First)
 		}
@@ -216,10 +227,12 @@ func (r *ReplayReceiver) run(rd *Reader) {
 				r.lossRecords.Add(1)
 				r.lostMessages.Add(rec.Next - rec.First)
 			}
+			r.atTail.Store(rd.AtTail())
 			continue
 		}
 		if !started {
 			if rec.Session != r.cfg.From.Session || rec.Next <= r.cfg.From.Seq {
+				r.atTail.Store(rd.AtTail())
 				continue
 			}
 		}
@@ -252,6 +265,7 @@ func (r *ReplayReceiver) run(rd *Reader) {
 		if err != nil || stop {
 			return
 		}
+		r.atTail.Store(rd.AtTail())
 	}
 }
 
@@ -285,6 +299,7 @@ func (r *ReplayReceiver) deliver(h mold.Header, p []byte) error {
 		s = r.ring.FreeSlot(0)
 	}
 	s.N = copy(s.Buf, p)
+	s.Opened = false
 	if sch := r.keys[h.Session]; sch != nil && h.Messages() > 0 {
 		out, err := r.unseal(sch, s.Buf[:s.N])
 		if err != nil {
@@ -292,7 +307,7 @@ func (r *ReplayReceiver) deliver(h mold.Header, p []byte) error {
 			r.fail(fmt.Errorf("archive: channel %d session %s sequence %d: %w", r.ch, h.Session, h.Seq, err))
 			return nil
 		}
-		s.N = len(out)
+		s.N, s.Opened = len(out), true
 	}
 	s.RecvNs = time.Now().UnixNano()
 	r.datagrams.Add(1)
@@ -374,6 +389,10 @@ func (r *ReplayReceiver) ReplayStats() ReplayStats {
 	return ReplayStats{Records: r.records.Load(), LossRecords: r.lossRecords.Load(), LostMessages: r.lostMessages.Load(),
 		Corrupt: r.corrupt.Load(), Unverified: r.unverified.Load(), Done: r.finished.Load()}
 }
+
+// AtTail reports whether a replay that follows the archive has delivered
+// every record stored so far: what comes next has not been stored yet.
+func (r *ReplayReceiver) AtTail() bool { return r.atTail.Load() }
 
 // Done reports whether the replay has delivered everything it will.
 func (r *ReplayReceiver) Done() bool { return r.finished.Load() }

@@ -58,6 +58,11 @@ type Slot struct {
 	// RecvNs is when the receive loop took the datagram from the transport
 	// (Unix nanoseconds, wall clock).
 	RecvNs int64
+	// Opened says that the receiver has already verified the datagram's
+	// seal and removed it (a replay of the archive, which holds the
+	// session's keys), so the consumer must not open it again. Receivers
+	// of a network never set it.
+	Opened bool
 }
 
 // Data returns the received datagram. It is valid until the slot is released.

@@ -25,7 +25,8 @@ func (s *Settings) replayPlan() (*archive.ReplayConfig, error) {
 		return nil, cliconf.Invalid("replay-from", "%v", err)
 	}
 	var to archive.Position
-	if s.ReplayTo != "" {
+	follow := strings.TrimSpace(s.ReplayTo) == "live"
+	if s.ReplayTo != "" && !follow {
 		if to, err = archive.ParsePosition(s.ReplayTo); err != nil {
 			return nil, cliconf.Invalid("replay-to", "%v", err)
 		}
@@ -40,6 +41,9 @@ func (s *Settings) replayPlan() (*archive.ReplayConfig, error) {
 	if err != nil {
 		return nil, cliconf.Invalid("replay-speed", "%v", err)
 	}
+	if follow && speed > 0 && speed <= 1 {
+		return nil, cliconf.Invalid("replay-speed", "%q: a replay at the recorded pace or slower never catches up with the live stream (--replay-to live): use max or a factor above 1", s.ReplaySpeed)
+	}
 	switch s.Transport {
 	case "", "udp":
 	default:
@@ -48,7 +52,7 @@ func (s *Settings) replayPlan() (*archive.ReplayConfig, error) {
 	if s.GroupB != "" {
 		return nil, cliconf.Invalid("group-b", "%q: the archive holds one copy of each packet; a replay has no B line", s.GroupB)
 	}
-	return &archive.ReplayConfig{Feed: s.FeedName, From: from, To: to, Speed: speed, RingSlots: s.RingSlots, MaxDatagram: s.MaxDatagram}, nil
+	return &archive.ReplayConfig{Feed: s.FeedName, From: from, To: to, Follow: follow, Speed: speed, RingSlots: s.RingSlots, MaxDatagram: s.MaxDatagram}, nil
 }
 
 // parseSpeed reads --replay-speed: max (0), recorded (1), or a factor as
@@ -71,7 +75,8 @@ func parseSpeed(s string) (float64, error) {
 type replays struct {
 	mu       sync.Mutex
 	recv     []*archive.ReplayReceiver
-	errors   uint64 // errors the replays reported
+	merges   []*archive.MergeReceiver // --replay-to live
+	errors   uint64                   // errors the replays reported
 	firstErr string
 }
 
@@ -98,6 +103,34 @@ func (a *App) replayReceivers(cfg archive.ReplayConfig) ud.NewReceiverFunc {
 		a.replay.recv = append(a.replay.recv, r)
 		a.replay.mu.Unlock()
 		return r, nil
+	}
+}
+
+// mergeReceivers returns the hook of --replay-to live: each line's
+// receiver replays the channel's archive and then joins its live stream,
+// opened by live.
+func (a *App) mergeReceivers(cfg archive.ReplayConfig, live ud.NewReceiverFunc) ud.NewReceiverFunc {
+	replay := a.replayReceivers(cfg)
+	return func(id ud.LineID, n *ud.Notifier) (ud.Receiver, error) {
+		lr, err := live(id, n)
+		if err != nil {
+			return nil, err
+		}
+		rr, err := replay(id, n)
+		if err != nil {
+			lr.Close()
+			return nil, err
+		}
+		m, err := archive.NewMergeReceiver(rr.(*archive.ReplayReceiver), lr)
+		if err != nil {
+			rr.Close()
+			lr.Close()
+			return nil, err
+		}
+		a.replay.mu.Lock()
+		a.replay.merges = append(a.replay.merges, m)
+		a.replay.mu.Unlock()
+		return m, nil
 	}
 }
 
@@ -128,6 +161,12 @@ type ReplaySummary struct {
 	Unverified   uint64 `json:"unverified"`
 	Errors       uint64 `json:"errors"`
 	FirstError   string `json:"first_error,omitempty"`
+	// With --replay-to live: the channels that joined the live stream,
+	// the messages neither stored nor live at a switch (recovered as a
+	// gap), and the live packets let go before it (replayed instead).
+	JoinedLive int    `json:"joined_live"`
+	GapAtJoin  uint64 `json:"gap_at_join"`
+	LiveLetGo  uint64 `json:"live_let_go"`
 }
 
 // replaySummary sums the replay receivers' counters; nil without a replay.
@@ -139,6 +178,9 @@ func (a *App) replaySummary() *ReplaySummary {
 	if !a.replayCfg.To.IsZero() {
 		rs.To = a.replayCfg.To.String()
 	}
+	if a.replayCfg.Follow {
+		rs.To = "live"
+	}
 	a.replay.mu.Lock()
 	defer a.replay.mu.Unlock()
 	rs.Errors, rs.FirstError = a.replay.errors, a.replay.firstErr
@@ -149,6 +191,14 @@ func (a *App) replaySummary() *ReplaySummary {
 		rs.LostMessages += st.LostMessages
 		rs.Corrupt += st.Corrupt
 		rs.Unverified += st.Unverified
+	}
+	for _, m := range a.replay.merges {
+		ms := m.MergeStats()
+		if ms.Switched {
+			rs.JoinedLive++
+		}
+		rs.GapAtJoin += ms.GapAtTail
+		rs.LiveLetGo += ms.LiveLetGo
 	}
 	return rs
 }

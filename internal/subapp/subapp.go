@@ -74,8 +74,8 @@ type Settings struct {
 	GapDelay        time.Duration `flag:"gap-delay" default:"50us" help:"how long a gap waits for a late packet (or the other line's copy) before it is requested from recovery"`
 	LostAfter       time.Duration `flag:"lost-after" default:"0s" help:"how long a gap may stay unfilled before it is reported lost (0: 10ms without recovery, 5s with)"`
 	StaleAfter      time.Duration `flag:"stale-after" default:"300ms" help:"silence (not even a heartbeat) after which a channel is reported stale"`
-	ReplayFrom      string        `flag:"replay-from" default:"" help:"replay the feed's archive (feedhandler --archive) instead of joining the groups: from an RFC 3339 time (the first record stored at or after it), SESSION:SEQ (the packet holding that message) or start; the packets go through the same path as live ones (gap accounting, --symbols, --verify), sealed ones opened with the archive's key records; recovery is off during a replay"`
-	ReplayTo        string        `flag:"replay-to" default:"" help:"with --replay-from, end at this time or SESSION:SEQ (empty: the last record stored when the replay starts)"`
+	ReplayFrom      string        `flag:"replay-from" default:"" help:"replay the feed's archive (feedhandler --archive) instead of joining the groups: from an RFC 3339 time (the first record stored at or after it), SESSION:SEQ (the packet holding that message) or start; the packets go through the same path as live ones (gap accounting, --symbols, --verify), sealed ones opened with the archive's key records; recovery is off during a replay that ends (see --replay-to live)"`
+	ReplayTo        string        `flag:"replay-to" default:"" help:"with --replay-from, end at this time or SESSION:SEQ; live: replay up to the live stream and then take the live multicast, with no gap and no duplicate at the switch (recovery and authentication as for a live subscriber); empty: the last record stored when the replay starts"`
 	ReplaySpeed     string        `flag:"replay-speed" default:"max" help:"with --replay-from: max (as fast as the subscriber takes the packets), recorded (at the pace they were recorded) or a factor such as 10x"`
 	Recovery        bool          `flag:"recovery" default:"true" help:"recover gaps over NATS from the feed handler (--recovery=false: report them lost after --lost-after)"`
 	NATSURL         string        `flag:"nats-url" default:"nats://127.0.0.1:4222" help:"NATS server the feed handler serves recovery on"`
@@ -169,7 +169,11 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	}
 	recv := a.receivers(lib)
 	if p.replay != nil {
-		recv = a.replayReceivers(*p.replay)
+		if p.replay.Follow {
+			recv = a.mergeReceivers(*p.replay, recv)
+		} else {
+			recv = a.replayReceivers(*p.replay)
+		}
 		lib.Subscriber.Tracker.StartWhereMet = true
 	}
 	newReceiver, err := a.injectFaults(recv, p.groupB)
@@ -193,6 +197,12 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 	sc := lib.Subscriber
 	sc.NewReceiver, sc.Recovery, sc.Observer = newReceiver, a.rec, a.met
 	switch {
+	case p.replay != nil && p.replay.Follow:
+		log.Info().Str("from", p.replay.From.String()).Float64("speed", p.replay.Speed).
+			Msg("replaying the archive, then joining the live stream where the replay meets it")
+		if a.keys != nil {
+			sc.Keys = a.keys // the live packets'; the replay opens its own
+		}
 	case p.replay != nil:
 		log.Info().Str("from", p.replay.From.String()).Str("to", p.replay.To.String()).Float64("speed", p.replay.Speed).
 			Msg("replaying the archive: sealed packets are opened with the archive's key records; recovery is off")
@@ -255,10 +265,14 @@ func (s *Settings) plan(out io.Writer) (plan, error) {
 	}
 	if p.replay != nil {
 		// The replay receivers hand packets over through their rings,
-		// with no socket to wait on; nothing to recover from (yet) and
-		// no keys to fetch: the archive holds them.
+		// with no socket to wait on. A replay that ends has nothing to
+		// recover from and no keys to fetch: the archive holds them. One
+		// that joins the live stream recovers and authenticates as a
+		// live subscriber does.
 		p.mode = ud.Blocking
-		s.Recovery, s.Auth = false, false
+		if !p.replay.Follow {
+			s.Recovery, s.Auth = false, false
+		}
 	}
 	if err := s.checkLimits(); err != nil {
 		return p, err
@@ -774,11 +788,11 @@ func (r *stopper) stop() bool {
 	}
 	// A replay goes through session after session, each ended: it ends
 	// when the archive has delivered everything.
-	if a.replayCfg == nil && a.sub.AllEnded() {
+	if (a.replayCfg == nil || a.replayCfg.Follow) && a.sub.AllEnded() {
 		r.reason = "end-of-session"
 		return true
 	}
-	if a.replayCfg != nil && a.replayDone() {
+	if a.replayCfg != nil && !a.replayCfg.Follow && a.replayDone() {
 		// Everything is delivered; a gap still open (a loss record, a
 		// corrupt record) is declared lost after --lost-after: wait that
 		// long, and a little, for the summary to count it.
@@ -856,9 +870,11 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 	a.refusedMu.Lock()
 	sum.KeysRefused = slices.Clone(a.refused)
 	a.refusedMu.Unlock()
+	// A replay that joins the live stream recovers what a loss record
+	// misses, as it recovers any gap: its missing count is the truth.
 	sum.OK = st.Missing == 0 && h.received > 0 && len(sum.KeysRefused) == 0 &&
 		(a.s.Expect == 0 || h.received+st.Conflated == a.s.Expect) && (!a.s.Verify || sum.VerifyOK) &&
-		(sum.Replay == nil || sum.Replay.Errors == 0 && sum.Replay.LostMessages == 0)
+		(sum.Replay == nil || sum.Replay.Errors == 0 && (a.replayCfg.Follow || sum.Replay.LostMessages == 0))
 	return sum
 }
 
