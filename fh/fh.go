@@ -276,9 +276,18 @@ func (h *FeedHandler) startRecovery() error {
 			return sch.SealShared(p, time.Now().UnixNano())
 		}
 	}
+	var archived recovery.ArchiveReader
+	if h.cfg.Archive {
+		// A range evicted from the store is read back from the archive.
+		r, err := archive.NewRetriever(h.nc, h.cfg.FeedName)
+		if err != nil {
+			return fmt.Errorf("fh: recovery from the archive: %w", err)
+		}
+		archived = r
+	}
 	rsrv, err := recovery.NewServer(h.nc, recovery.ServerConfig{Feed: h.cfg.FeedName, Channels: h.stores, Seal: sealPart,
 		MaxRetransmit: h.cfg.MaxRetransmit, RateLimit: h.cfg.RateLimit, Live: live, LiveInterest: liveInterest,
-		RepairWindow: h.cfg.RepairWindow, Queue: h.cfg.RecoveryQueue, Hold: h.rejoin,
+		RepairWindow: h.cfg.RepairWindow, Queue: h.cfg.RecoveryQueue, Hold: h.rejoin, Archive: archived,
 		Log: h.log.With().Str("role", "recovery").Logger()})
 	if err != nil {
 		h.log.Error().Err(err).Msg("cannot serve recovery")
@@ -648,6 +657,7 @@ func (s Summary) Fields() map[string]any {
 	if a := s.Archive; a != nil {
 		f["archive_records"], f["archive_packets"], f["archive_messages"], f["archive_bytes"] = a.Records, a.Packets, a.Messages, a.Bytes
 		f["archive_lost_packets"], f["archive_lost_messages"], f["archive_loss_records"], f["archive_errors"] = a.LostPackets, a.LostMessages, a.LossRecords, a.Errors
+		f["retransmit_archive_answers"], f["retransmitted_archive"], f["retransmit_archive_misses"] = rst.ArchiveAnswers, rst.ArchiveMessages, rst.ArchiveMisses
 	}
 	return f
 }

@@ -198,6 +198,9 @@ type ClientStats struct {
 	Requests  uint64 // requests sent
 	Failed    uint64 // requests that failed (error reply, timeout, queue full)
 	Recovered uint64 // messages received in replies
+	// RecoveredArchive counts those of Recovered that the feed handler
+	// read from its archive (HeaderSource): evicted from its store.
+	RecoveredArchive uint64
 	// Heard counts ranges answered by a repair the client heard on a
 	// repair subject (asked for by another client, or by this one before)
 	// before it sent a request for them, or while it waited to
@@ -248,6 +251,7 @@ type Client struct {
 	pending atomic.Int64
 
 	requests, failed, recovered, heard, backedOff, unverified atomic.Uint64
+	recoveredArchive                                          atomic.Uint64
 	// sharedAt is when the client last saw a sign that other subscribers
 	// lose what it loses (Unix nanoseconds; see ClientConfig.RepairBackoff).
 	sharedAt atomic.Int64
@@ -282,6 +286,8 @@ type heardRepair struct {
 	bytes int
 	at    time.Time
 	given bool // its parts were handed out once: later takers get copies
+	// archive: read from the feed's archive (HeaderSource).
+	archive bool
 }
 
 // take returns r's parts for one answer; c.repMu is held.
@@ -324,6 +330,7 @@ type call struct {
 	snap     bool         // an asynchronous snapshot answering res.Range
 	query    bool         // a session query (seqgap.Request.Query)
 	direct   bool         // answered inline, not by a repair (see askRepair)
+	archive  bool         // answered from the feed's archive (HeaderSource)
 	pointed  time.Time    // when a pointer to a repair not heard yet came
 	due      time.Time    // the end of its back-off, while held
 	parts    [][]byte
@@ -433,7 +440,7 @@ func errClosed(k *call) error {
 
 // Stats returns the counters.
 func (c *Client) Stats() ClientStats {
-	return ClientStats{Requests: c.requests.Load(), Failed: c.failed.Load(), Recovered: c.recovered.Load(), Heard: c.heard.Load(),
+	return ClientStats{Requests: c.requests.Load(), Failed: c.failed.Load(), Recovered: c.recovered.Load(), RecoveredArchive: c.recoveredArchive.Load(), Heard: c.heard.Load(),
 		BackedOff: c.backedOff.Load(), Unverified: c.unverified.Load()}
 }
 
@@ -524,9 +531,10 @@ func (c *Client) startRequest(o outgoing) {
 			direct:  c.cfg.InlineOnly,
 		}
 		from += n
-		if parts, ok := c.heardRange(repairKey{ch: o.ch, req: req}); ok {
+		if parts, archived, ok := c.heardRange(repairKey{ch: o.ch, req: req}); ok {
 			// Another client asked for this range moments ago and its
 			// repair reached this one too: nothing to ask.
+			k.archive = archived
 			c.completeHeard(k, parts)
 			continue
 		}
@@ -648,7 +656,8 @@ func (c *Client) sendHeld(now time.Time) time.Time {
 	c.held = kept
 	c.mu.Unlock()
 	for _, k := range due {
-		if parts, ok := c.heardRange(repairKey{ch: k.res.Channel, req: k.want}); ok {
+		if parts, archived, ok := c.heardRange(repairKey{ch: k.res.Channel, req: k.want}); ok {
+			k.archive = archived
 			c.completeHeard(k, parts)
 			continue
 		}
@@ -839,15 +848,16 @@ func (c *Client) askInline(k *call) {
 	c.send(k)
 }
 
-// heardRange returns the parts of a repair of key heard recently, if any.
-func (c *Client) heardRange(key repairKey) ([][]byte, bool) {
+// heardRange returns the parts of a repair of key heard recently, if any,
+// and whether it was read from the archive.
+func (c *Client) heardRange(key repairKey) (parts [][]byte, archived, ok bool) {
 	c.repMu.Lock()
 	defer c.repMu.Unlock()
 	r := c.byRange[key]
 	if r == nil || time.Since(r.at) > heardKeep {
-		return nil, false
+		return nil, false, false
 	}
-	return r.take(), true
+	return r.take(), r.archive, true
 }
 
 // repaired collects the repairs published on the repair subjects, on the
@@ -892,6 +902,7 @@ func (c *Client) repaired(m *nats.Msg) {
 		return // incomplete: a pointer to it asks again
 	}
 	r.key, r.at = key, time.Now()
+	r.archive = m.Header.Get(HeaderSource) == SourceArchive
 	c.keepHeard(r)
 	c.repMu.Unlock()
 
@@ -922,6 +933,7 @@ func (c *Client) repaired(m *nats.Msg) {
 		c.repMu.Lock()
 		k.parts = r.take()
 		c.repMu.Unlock()
+		k.archive = r.archive
 		c.complete(k, nil, nil)
 	}
 	for _, k := range held {
@@ -929,6 +941,7 @@ func (c *Client) repaired(m *nats.Msg) {
 		c.repMu.Lock()
 		parts := r.take()
 		c.repMu.Unlock()
+		k.archive = r.archive
 		c.completeHeard(k, parts)
 	}
 }
@@ -1046,6 +1059,9 @@ func (c *Client) complete(k *call, m *nats.Msg, fail error) {
 		return
 	}
 	c.recovered.Add(uint64(k.want.Count))
+	if k.archive || m != nil && m.Header.Get(HeaderSource) == SourceArchive {
+		c.recoveredArchive.Add(uint64(k.want.Count))
+	}
 	k.res.Outcome, k.res.Packets = seqgap.AnswerPackets, k.parts
 	k.res.Latency = time.Since(k.start)
 	c.finish(k.res)

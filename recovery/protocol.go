@@ -40,7 +40,14 @@ const (
 	// HeaderLease is on the answer to a demand request: how long, in
 	// milliseconds, the demand keeps the channel's live feed on.
 	HeaderLease = "Tickcast-Lease"
+	// HeaderSource, with the value SourceArchive, marks a retransmission
+	// read from the feed's archive: the range had left the feed handler's
+	// store (ServerConfig.Archive).
+	HeaderSource = "Tickcast-Source"
 )
+
+// SourceArchive is the HeaderSource value of an answer from the archive.
+const SourceArchive = "archive"
 
 // AnswerRepair is the HeaderAnswer value of a request that takes its answer
 // from the channel's repair subject: the server publishes the messages there,

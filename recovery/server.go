@@ -71,9 +71,27 @@ type ServerConfig struct {
 	// is called: a feed handler that is still catching up with the
 	// sessions it joins must not answer for them.
 	Hold bool
+	// Archive, if set, answers a retransmission that the store can no
+	// longer make, because the range has been evicted, before the
+	// requester falls back to the snapshot: the answer carries
+	// HeaderSource SourceArchive. A range Archive does not hold either is
+	// refused as too old, as without it.
+	Archive ArchiveReader
 	// Log receives one line per rejected request (rate-limited to a few per
 	// second) and the server's lifecycle.
 	Log zerolog.Logger
+}
+
+// ErrNotYetArchived is matched by an ArchiveReader's error for a range
+// past the last record stored: it is answered CodeNotYet, and asked again.
+var ErrNotYetArchived = errors.New("recovery: not archived yet")
+
+// ArchiveReader reads ranges of a channel's messages back from the feed's
+// archive (archive.Retriever).
+type ArchiveReader interface {
+	// Read calls fn with each message of channel ch's session from seq,
+	// count of them, in order; an error if it cannot give them all.
+	Read(ch int, session mold.Session, seq uint64, count int, fn func(seq uint64, msg []byte) error) error
 }
 
 // LiveMode says when a Server publishes a channel's datagrams on its live
@@ -190,13 +208,17 @@ type ServerStats struct {
 	// Suppressed counts requests answered with a pointer to a repair
 	// already published (by this server, or a member of its queue group)
 	// within ServerConfig.RepairWindow.
-	Suppressed        uint64
-	Snapshots         uint64 // snapshots served
-	SnapshotMessages  uint64 // messages sent in snapshots
-	SessionQueries    uint64 // session queries answered with the channel's session
-	Rejected          map[ErrorCode]uint64
-	LivePublished     uint64 // datagrams published on live subjects
-	LivePublishErrors uint64
+	Suppressed uint64
+	// ArchiveAnswers counts retransmissions answered from the archive
+	// (ServerConfig.Archive), and ArchiveMessages the messages they
+	// carried; ArchiveMisses the evicted ranges it did not hold either.
+	ArchiveAnswers, ArchiveMessages, ArchiveMisses uint64
+	Snapshots                                      uint64 // snapshots served
+	SnapshotMessages                               uint64 // messages sent in snapshots
+	SessionQueries                                 uint64 // session queries answered with the channel's session
+	Rejected                                       map[ErrorCode]uint64
+	LivePublished                                  uint64 // datagrams published on live subjects
+	LivePublishErrors                              uint64
 	// LiveSkipped counts datagrams not published: nobody wanted the
 	// channel's live feed (no demand lease, no subscriber seen by
 	// LiveInterest).
@@ -235,6 +257,7 @@ type Server struct {
 	answers, repairs, suppressed, sessionQueries atomic.Uint64
 
 	requests, served, snapshots, snapMsgs, live, liveErrs, liveSkipped, liveDropped atomic.Uint64
+	archiveAnswers, archiveMsgs, archiveMisses                                      atomic.Uint64
 
 	// liveOn is, by channel, whether Live publishes the channel's
 	// datagrams; nil with LiveAlways. The publisher's path
@@ -469,6 +492,7 @@ func (s *Server) Close() {
 func (s *Server) Stats() ServerStats {
 	st := ServerStats{
 		Requests: s.requests.Load(), MessagesServed: s.served.Load(), Snapshots: s.snapshots.Load(),
+		ArchiveAnswers: s.archiveAnswers.Load(), ArchiveMessages: s.archiveMsgs.Load(), ArchiveMisses: s.archiveMisses.Load(),
 		Answers: s.answers.Load(), Repairs: s.repairs.Load(), Suppressed: s.suppressed.Load(),
 		SnapshotMessages: s.snapMsgs.Load(), LivePublished: s.live.Load(), LivePublishErrors: s.liveErrs.Load(), LiveSkipped: s.liveSkipped.Load(),
 		LiveDropped: s.liveDropped.Load(), LiveDemands: s.demands.Load(), SessionQueries: s.sessionQueries.Load(), Rejected: map[ErrorCode]uint64{},
@@ -633,20 +657,41 @@ func (s *Server) retransmit(m *nats.Msg) {
 		return
 	}
 	parts, err := s.readParts(ch, c, req)
+	var source nats.Header
 	if err != nil {
 		var re *ReplyError
 		errors.As(err, &re)
-		if re.Code == CodeNotYet {
-			re.Ended = c.Ended()
+		if re.Code == CodeTooOld && s.cfg.Archive != nil {
+			parts, err = s.readArchived(ch, req)
+			switch {
+			case err == nil:
+				source = nats.Header{HeaderSource: []string{SourceArchive}}
+			case errors.Is(err, ErrNotYetArchived):
+				// Evicted from the store and not yet stored in the
+				// archive: ask again in a moment.
+				re = &ReplyError{Code: CodeNotYet, Next: req.Seq, Reason: fmt.Sprintf("channel %d: %v", ch, err)}
+			default:
+				s.archiveMisses.Add(1)
+				re.Reason += "; not in the archive either: " + err.Error()
+			}
 		}
-		s.reject(m, re)
-		return
+		if err != nil {
+			if re.Code == CodeNotYet && !errors.Is(err, ErrNotYetArchived) {
+				re.Ended = c.Ended()
+			}
+			s.reject(m, re)
+			return
+		}
 	}
 	if repair {
-		s.publishRepair(m.Reply, key, parts)
+		s.publishRepair(m.Reply, key, parts, source)
 		return
 	}
-	if s.send(m.Reply, parts, nil) == nil {
+	if s.send(m.Reply, parts, source) == nil {
+		if source != nil {
+			s.archiveAnswers.Add(1)
+			s.archiveMsgs.Add(uint64(req.Count))
+		}
 		s.answers.Add(1)
 		s.served.Add(uint64(req.Count))
 	}
@@ -655,12 +700,15 @@ func (s *Server) retransmit(m *nats.Msg) {
 // publishRepair publishes parts, the answer to key, on the channel's repair
 // subject, records it for the repair window and points the requester at
 // it.
-func (s *Server) publishRepair(reply string, key repairKey, parts [][]byte) {
+func (s *Server) publishRepair(reply string, key repairKey, parts [][]byte, source nats.Header) {
 	s.mu.Lock()
 	s.repairN++
 	e := repairEntry{id: repairID(s.token, s.repairN), parts: len(parts)}
 	s.mu.Unlock()
 	hdr := rangeHeader(key, &e)
+	for k, v := range source {
+		hdr[k], e.pointer[k], e.repeat[k] = v, v, v
+	}
 	if s.send(RepairSubject(s.cfg.Feed, key.ch), parts, hdr) != nil {
 		// The requester's pointer would lead nowhere: let it time out
 		// and ask again.
@@ -669,6 +717,10 @@ func (s *Server) publishRepair(reply string, key repairKey, parts [][]byte) {
 	s.repairs.Add(1)
 	s.answers.Add(1)
 	s.served.Add(uint64(key.req.Count))
+	if source != nil {
+		s.archiveAnswers.Add(1)
+		s.archiveMsgs.Add(uint64(key.req.Count))
+	}
 	e.at = time.Now()
 	s.remember(key, e)
 	s.point(reply, e.pointer)
@@ -781,11 +833,38 @@ func (pb *partBuilder) finish() []byte {
 // readParts copies the requested messages of channel ch out of the store
 // into packets.
 func (s *Server) readParts(ch int, c *Channel, req mold.Request) ([][]byte, error) {
+	parts, err := s.buildParts(ch, req, func(fn func(uint64, []byte) error) error {
+		return c.Read(req.Session, req.Seq, int(req.Count), fn)
+	})
+	var pe *partError
+	switch {
+	case errors.As(err, &pe):
+		return nil, &ReplyError{Code: CodeBadRequest, Reason: pe.Error()}
+	case err != nil:
+		return nil, storeError(req, err)
+	}
+	return parts, nil
+}
+
+// readArchived reads the requested messages of channel ch from the
+// archive into packets, as readParts does from the store.
+func (s *Server) readArchived(ch int, req mold.Request) ([][]byte, error) {
+	return s.buildParts(ch, req, func(fn func(uint64, []byte) error) error {
+		return s.cfg.Archive.Read(ch, req.Session, req.Seq, int(req.Count), fn)
+	})
+}
+
+// partError is a reply part that could not be sealed.
+type partError struct{ error }
+
+// buildParts frames the messages read calls its function with into
+// packets of channel ch, from req's first sequence.
+func (s *Server) buildParts(ch int, req mold.Request, read func(fn func(uint64, []byte) error) error) ([][]byte, error) {
 	pb := s.newParts(ch)
 	b := pb.b
 	var parts [][]byte
 	b.Start(req.Session, req.Seq)
-	err := c.Read(req.Session, req.Seq, int(req.Count), func(seq uint64, msg []byte) error {
+	err := read(func(seq uint64, msg []byte) error {
 		if !b.Add(msg) {
 			parts = append(parts, pb.finish())
 			b.Start(req.Session, seq)
@@ -796,13 +875,13 @@ func (s *Server) readParts(ch int, c *Channel, req mold.Request) ([][]byte, erro
 		return nil
 	})
 	if err != nil {
-		return nil, storeError(req, err)
+		return nil, err
 	}
 	if b.Count() > 0 {
 		parts = append(parts, pb.finish())
 	}
 	if pb.err != nil {
-		return nil, &ReplyError{Code: CodeBadRequest, Reason: pb.err.Error()}
+		return nil, &partError{pb.err}
 	}
 	return parts, nil
 }

@@ -661,6 +661,7 @@ type Summary struct {
 	Conflated         uint64   `json:"conflated"`
 	LostRanges        uint64   `json:"lost_ranges"`
 	Recovered         uint64   `json:"recovered"`
+	RecoveredArchive  uint64   `json:"recovered_archive"`
 	RecoveryFailed    uint64   `json:"recovery_failed"`
 	RecoveryHeard     uint64   `json:"recovery_heard"`
 	RecoveryBackedOff uint64   `json:"recovery_backed_off"`
@@ -854,7 +855,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 	if a.rec != nil {
 		rs := a.rec.Stats()
 		sum.RecoveryFailed, sum.RecoveryHeard, sum.RecoveryBackedOff = rs.Failed, rs.Heard, rs.BackedOff
-		sum.RecoveryUnverified = rs.Unverified
+		sum.RecoveryUnverified, sum.RecoveredArchive = rs.Unverified, rs.RecoveredArchive
 		_, mean, maxLat := a.sub.RecoveryLatency()
 		sum.RecoveryMeanUs, sum.RecoveryMaxUs = float64(mean)/1e3, float64(maxLat)/1e3
 		sum.RecoveryP99Us = a.met.recoveryP99()
