@@ -84,6 +84,9 @@ func badFile(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadFile, fmt.Sprintf(format, args...))
 }
 
+// Bytes returns the record exactly as stored: what Decode was given.
+func (r *Record) Bytes() []byte { return r.raw }
+
 // FileWriter writes an archive file: NewFileWriter writes the header, then
 // each WriteRecord and WriteKeys an entry. Flush when done.
 type FileWriter struct {
