@@ -58,6 +58,7 @@ type Record struct {
 	LastNs   int64  // when it took the last one
 	nPackets int
 	body     []byte // the packets, length-prefixed
+	raw      []byte // the whole record as stored
 }
 
 // Packets returns the number of packets the record holds.
@@ -119,7 +120,7 @@ func Decode(b []byte) (Record, error) {
 	}
 	r := Record{Kind: b[4], Channel: int(binary.BigEndian.Uint16(b[6:])), First: binary.BigEndian.Uint64(b[18:]),
 		Next: binary.BigEndian.Uint64(b[26:]), FirstNs: int64(binary.BigEndian.Uint64(b[38:])),
-		LastNs: int64(binary.BigEndian.Uint64(b[46:])), body: b[HeaderLen:]}
+		LastNs: int64(binary.BigEndian.Uint64(b[46:])), body: b[HeaderLen:], raw: b}
 	copy(r.Session[:], b[8:18])
 	count := binary.BigEndian.Uint32(b[34:])
 	switch {

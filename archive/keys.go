@@ -71,44 +71,76 @@ func (r *Recorder) RecordKeys(ctx context.Context, k KeyRecord) error {
 
 // readKeys reads every key record of channel ch, by session.
 func readKeys(ctx context.Context, js jetstream.JetStream, feed string, ch int) (map[mold.Session]*seal.Schedule, error) {
+	out := map[mold.Session]*seal.Schedule{}
+	err := eachKeyRecord(ctx, js, feed, ch, func(k KeyRecord, sch *seal.Schedule, s mold.Session, _ uint64) {
+		out[s] = sch
+	})
+	return out, err
+}
+
+// StoredKeys are a channel's key records with their sequences in the
+// stream.
+type StoredKeys struct {
+	Keys      KeyRecord
+	StreamSeq uint64
+}
+
+// ReadKeyRecords reads every key record of channel ch of feed's archive,
+// in the order stored: what an export writes beside the records.
+func ReadKeyRecords(ctx context.Context, nc *nats.Conn, feed string, ch int) ([]StoredKeys, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("archive: jetstream: %w", err)
+	}
+	var out []StoredKeys
+	err = eachKeyRecord(ctx, js, feed, ch, func(k KeyRecord, _ *seal.Schedule, _ mold.Session, seq uint64) {
+		out = append(out, StoredKeys{Keys: k, StreamSeq: seq})
+	})
+	if err != nil {
+		return nil, refused(nc, err)
+	}
+	return out, nil
+}
+
+// eachKeyRecord calls fn with every key record of channel ch, checked.
+func eachKeyRecord(ctx context.Context, js jetstream.JetStream, feed string, ch int, fn func(KeyRecord, *seal.Schedule, mold.Session, uint64)) error {
 	stream := StreamName(feed)
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
-		return nil, fmt.Errorf("archive: stream %s: %w", stream, err)
+		return fmt.Errorf("archive: stream %s: %w", stream, err)
 	}
 	subj := KeysSubject(feed, ch)
-	out := map[mold.Session]*seal.Schedule{}
 	last, err := st.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return out, nil // an unsealed feed
+		return nil // an unsealed feed
 	}
 	if err != nil {
-		return nil, fmt.Errorf("archive: stream %s: key records of channel %d: %w", stream, ch, err)
+		return fmt.Errorf("archive: stream %s: key records of channel %d: %w", stream, ch, err)
 	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
 	if err != nil {
-		return nil, fmt.Errorf("archive: stream %s: key records of channel %d: %w", stream, ch, err)
+		return fmt.Errorf("archive: stream %s: key records of channel %d: %w", stream, ch, err)
 	}
 	for {
 		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 		if err != nil {
-			return nil, fmt.Errorf("archive: stream %s: key records of channel %d: %w", stream, ch, err)
+			return fmt.Errorf("archive: stream %s: key records of channel %d: %w", stream, ch, err)
 		}
 		md, err := m.Metadata()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		var k KeyRecord
 		if err := json.Unmarshal(m.Data(), &k); err != nil {
-			return nil, fmt.Errorf("archive: stream %s message %d: key record of channel %d: %w", stream, md.Sequence.Stream, ch, err)
+			return fmt.Errorf("archive: stream %s message %d: key record of channel %d: %w", stream, md.Sequence.Stream, ch, err)
 		}
 		sch, s, err := k.schedule()
 		if err != nil || k.Channel != ch {
-			return nil, fmt.Errorf("archive: stream %s message %d: key record of channel %d: channel %d, %v", stream, md.Sequence.Stream, ch, k.Channel, err)
+			return fmt.Errorf("archive: stream %s message %d: key record of channel %d: channel %d, %v", stream, md.Sequence.Stream, ch, k.Channel, err)
 		}
-		out[s] = sch
+		fn(k, sch, s, md.Sequence.Stream)
 		if md.Sequence.Stream >= last.Sequence {
-			return out, nil
+			return nil
 		}
 	}
 }

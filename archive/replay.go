@@ -67,6 +67,9 @@ func ParsePosition(s string) (Position, error) {
 type ReplayConfig struct {
 	Feed string
 	Conn *nats.Conn
+	// File, if set, is an archive file (FileWriter) to replay instead of
+	// the stream; Conn is then not used.
+	File string
 	// From is where the replay starts: the first record stored at or after
 	// a time, or the packet holding a session's message; zero: the oldest
 	// record held.
@@ -111,7 +114,7 @@ type ReplayReceiver struct {
 	cfg  ReplayConfig
 	ch   int
 	ring *ud.Ring
-	rd   *Reader // nil without play
+	rd   recordSource // nil without play
 	stop chan struct{}
 	done chan struct{}
 
@@ -164,6 +167,15 @@ func NewReplayReceiver(cfg ReplayConfig, ch int, play bool, n *ud.Notifier) (*Re
 		close(r.done)
 		return r, nil
 	}
+	if cfg.File != "" {
+		src, keys, err := openFileSource(cfg.File, ch, cfg.From.Time)
+		if err != nil {
+			return nil, err
+		}
+		r.keys, r.rd = keys, src
+		go r.run(src)
+		return r, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	js, err := jetstream.New(cfg.Conn)
@@ -184,7 +196,7 @@ func NewReplayReceiver(cfg ReplayConfig, ch int, play bool, n *ud.Notifier) (*Re
 
 // run reads the records and delivers their packets until To, the end of
 // what was stored at the start, or Close.
-func (r *ReplayReceiver) run(rd *Reader) {
+func (r *ReplayReceiver) run(rd recordSource) {
 	defer close(r.done)
 	defer rd.Close()
 	defer r.finished.Store(true)

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"testing"
@@ -110,5 +112,31 @@ func TestArchiveMergeSmallRing(t *testing.T) {
 	checkMerged(t, sum, count, 2)
 	if replay := sum["replay"].(map[string]any); replay["live_let_go"].(float64) == 0 {
 		t.Errorf("a live ring of 256 slots behind an unpaced feed let go of no live packet: %v", replay)
+	}
+}
+
+// TestArchiveMergeSoak is the merge's long run, off by default:
+// TICKCAST_MERGE_RUNS=10 runs ten feeds of TICKCAST_MERGE_COUNT messages
+// (default 1,000,000) at 100,000 msg/s on 4 channels, each with a
+// verifying subscriber started 30% in, and requires every message once,
+// none missing, in every run.
+func TestArchiveMergeSoak(t *testing.T) {
+	runs, _ := strconv.Atoi(os.Getenv("TICKCAST_MERGE_RUNS"))
+	if runs <= 0 {
+		t.Skip("the merge soak runs only with TICKCAST_MERGE_RUNS set (e.g. 10): about 12 s a run")
+	}
+	count := 1_000_000
+	if n, err := strconv.Atoi(os.Getenv("TICKCAST_MERGE_COUNT")); err == nil && n > 0 {
+		count = n
+	}
+	for i := range runs {
+		t.Run(fmt.Sprintf("run%d", i+1), func(t *testing.T) {
+			m := mergeRun{count: count, rate: 100_000, lateBy: 0.3, channels: 4,
+				subArgs: func(string) []string {
+					return []string{"--replay-from", "start", "--verify", "--expect", strconv.Itoa(count)}
+				}}
+			sum := m.run(t).summary(t)
+			checkMerged(t, sum, count, 4)
+		})
 	}
 }

@@ -22,7 +22,7 @@ import (
 )
 
 // Paths of the binaries TestMain builds.
-var feedhandlerBin, subscriberBin, moldreplayBin string
+var feedhandlerBin, subscriberBin, moldreplayBin, tickarchiveBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "tickcast-e2e-")
@@ -33,8 +33,9 @@ func TestMain(m *testing.M) {
 	feedhandlerBin = filepath.Join(dir, "feedhandler")
 	subscriberBin = filepath.Join(dir, "subscriber")
 	moldreplayBin = filepath.Join(dir, "moldreplay")
+	tickarchiveBin = filepath.Join(dir, "tickarchive")
 	for bin, pkg := range map[string]string{feedhandlerBin: "../../cmd/feedhandler", subscriberBin: "../../cmd/subscriber",
-		moldreplayBin: "../../cmd/moldreplay"} {
+		moldreplayBin: "../../cmd/moldreplay", tickarchiveBin: "../../cmd/tickarchive"} {
 		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, out)

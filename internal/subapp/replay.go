@@ -2,6 +2,7 @@ package subapp
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,9 @@ func (s *Settings) replayPlan() (*archive.ReplayConfig, error) {
 	if s.ReplayFrom == "" {
 		if s.ReplayTo != "" {
 			return nil, cliconf.Invalid("replay-to", "%q: needs --replay-from (a replay of the archive)", s.ReplayTo)
+		}
+		if s.ReplayFile != "" {
+			return nil, cliconf.Invalid("replay-file", "%q: needs --replay-from (start, an RFC 3339 time or SESSION:SEQ)", s.ReplayFile)
 		}
 		return nil, nil
 	}
@@ -41,18 +45,26 @@ func (s *Settings) replayPlan() (*archive.ReplayConfig, error) {
 	if err != nil {
 		return nil, cliconf.Invalid("replay-speed", "%v", err)
 	}
+	if follow && s.ReplayFile != "" {
+		return nil, cliconf.Invalid("replay-to", "live: a replay of the file %s has no live stream to join; use --replay-to live with the archive in JetStream", s.ReplayFile)
+	}
 	if follow && speed > 0 && speed <= 1 {
 		return nil, cliconf.Invalid("replay-speed", "%q: a replay at the recorded pace or slower never catches up with the live stream (--replay-to live): use max or a factor above 1", s.ReplaySpeed)
 	}
 	switch s.Transport {
 	case "", "udp":
 	default:
-		return nil, cliconf.Invalid("transport", "%q: a replay reads the archive over NATS; --transport does not apply", s.Transport)
+		return nil, cliconf.Invalid("transport", "%q: a replay reads the archive (over NATS, or from --replay-file); --transport does not apply", s.Transport)
 	}
 	if s.GroupB != "" {
 		return nil, cliconf.Invalid("group-b", "%q: the archive holds one copy of each packet; a replay has no B line", s.GroupB)
 	}
-	return &archive.ReplayConfig{Feed: s.FeedName, From: from, To: to, Follow: follow, Speed: speed, RingSlots: s.RingSlots, MaxDatagram: s.MaxDatagram}, nil
+	if s.ReplayFile != "" {
+		if _, err := os.Stat(s.ReplayFile); err != nil {
+			return nil, cliconf.Invalid("replay-file", "%v", err)
+		}
+	}
+	return &archive.ReplayConfig{Feed: s.FeedName, File: s.ReplayFile, From: from, To: to, Follow: follow, Speed: speed, RingSlots: s.RingSlots, MaxDatagram: s.MaxDatagram}, nil
 }
 
 // parseSpeed reads --replay-speed: max (0), recorded (1), or a factor as

@@ -76,6 +76,7 @@ type Settings struct {
 	StaleAfter      time.Duration `flag:"stale-after" default:"300ms" help:"silence (not even a heartbeat) after which a channel is reported stale"`
 	ReplayFrom      string        `flag:"replay-from" default:"" help:"replay the feed's archive (feedhandler --archive) instead of joining the groups: from an RFC 3339 time (the first record stored at or after it), SESSION:SEQ (the packet holding that message) or start; the packets go through the same path as live ones (gap accounting, --symbols, --verify), sealed ones opened with the archive's key records; recovery is off during a replay that ends (see --replay-to live)"`
 	ReplayTo        string        `flag:"replay-to" default:"" help:"with --replay-from, end at this time or SESSION:SEQ; live: replay up to the live stream and then take the live multicast, with no gap and no duplicate at the switch (recovery and authentication as for a live subscriber); empty: the last record stored when the replay starts"`
+	ReplayFile      string        `flag:"replay-file" default:"" help:"with --replay-from, replay this archive file (tickarchive export --format archive) instead of the archive in JetStream: no NATS server is needed or contacted; a time in --replay-from or --replay-to is compared with the times the packets were recorded, as the file keeps no stored times"`
 	ReplaySpeed     string        `flag:"replay-speed" default:"max" help:"with --replay-from: max (as fast as the subscriber takes the packets), recorded (at the pace they were recorded) or a factor such as 10x"`
 	Recovery        bool          `flag:"recovery" default:"true" help:"recover gaps over NATS from the feed handler (--recovery=false: report them lost after --lost-after)"`
 	NATSURL         string        `flag:"nats-url" default:"nats://127.0.0.1:4222" help:"NATS server the feed handler serves recovery on"`
@@ -204,7 +205,7 @@ func New(s Settings, log zerolog.Logger, out io.Writer) (*App, error) {
 			sc.Keys = a.keys // the live packets'; the replay opens its own
 		}
 	case p.replay != nil:
-		log.Info().Str("from", p.replay.From.String()).Str("to", p.replay.To.String()).Float64("speed", p.replay.Speed).
+		log.Info().Str("from", p.replay.From.String()).Str("to", p.replay.To.String()).Float64("speed", p.replay.Speed).Str("file", p.replay.File).
 			Msg("replaying the archive: sealed packets are opened with the archive's key records; recovery is off")
 	case a.keys != nil:
 		sc.Keys = a.keys
@@ -537,8 +538,8 @@ func (a *App) receivers(lib libConfigs) ud.NewReceiverFunc {
 // starts the recovery client if recovery is on.
 func (a *App) connect(cfg recovery.ClientConfig) error {
 	s := &a.s
-	if !s.Recovery && s.Transport != "nats" && !s.Auth && a.replayCfg == nil {
-		return nil
+	if !s.Recovery && s.Transport != "nats" && !s.Auth && (a.replayCfg == nil || a.replayCfg.File != "") {
+		return nil // a replay of a file needs no NATS
 	}
 	inbox := ""
 	if s.User != "" {
