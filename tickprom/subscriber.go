@@ -29,7 +29,7 @@ type subscriberCollector struct {
 	packets, wins, messages, filtered, gaps, requests, recovered, lost, lostRanges, dupMsgs, dupPkts,
 	reordered, overflow, foreign, competing, malformed, unauth, noKey, sessions, abrupt, staleEvents, heartbeats,
 	stale, datagrams, bytes, kernelDrops, ringFull, truncated, recvErrors, ringUsed, ringCap,
-	rcvBuf, instGaps, snapshots, recRequests, recFailed, recMessages, recHeard, recBackedOff, conflated *prometheus.Desc
+	rcvBuf, instGaps, snapshots, recRequests, recFailed, recMessages, recArchive, recHeard, recBackedOff, conflated *prometheus.Desc
 }
 
 // NewSubscriberCollector returns a Prometheus collector of s's counters
@@ -78,6 +78,7 @@ func NewSubscriberCollector(s *tickcast.Subscriber) prometheus.Collector {
 	c.recRequests = c.desc(p+"recovery_client_requests_total", "Requests the recovery client sent (a range may take several).")
 	c.recFailed = c.desc(p+"recovery_failures_total", "Recovery requests that failed: error reply, timeout or queue full.")
 	c.recMessages = c.desc(p+"recovery_client_messages_total", "Messages received in recovery replies.")
+	c.recArchive = c.desc(p+"recovery_client_archive_messages_total", "Messages received in recovery replies that the feed handler read from its archive: evicted from its store.")
 	c.recHeard = c.desc(p+"recovery_client_heard_total", "Missing ranges answered by a repair another subscriber asked for, without a request of this one's.")
 	c.recBackedOff = c.desc(p+"recovery_client_backed_off_total", "Requests that waited a random back-off because losses were shared with other subscribers.")
 	c.conflated = c.desc(p+"conflated_messages_total", "Quotes and level deltas superseded by a later one of their instrument or price level while the channel conflated (--conflate), not delivered.", ch...)
@@ -148,6 +149,7 @@ func (c *subscriberCollector) Collect(out chan<- prometheus.Metric) {
 	counter(out, c.recRequests, rs.Requests)
 	counter(out, c.recFailed, rs.Failed)
 	counter(out, c.recMessages, rs.Recovered)
+	counter(out, c.recArchive, rs.RecoveredArchive)
 	counter(out, c.recHeard, rs.Heard)
 	counter(out, c.recBackedOff, rs.BackedOff)
 }
