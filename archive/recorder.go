@@ -2,8 +2,8 @@ package archive
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,6 +26,10 @@ const (
 	DefaultBuffers = 32
 	// maxPending bounds the records published and not yet acknowledged.
 	maxPending = 64
+	// maxLossRuns bounds the runs of messages not recorded that a channel
+	// keeps until a buffer is free for their loss records: a fixed array,
+	// so that losing a packet allocates nothing on the send path.
+	maxLossRuns = 8
 )
 
 // RecorderConfig configures a Recorder.
@@ -52,7 +56,7 @@ type RecorderConfig struct {
 	// a loss record once a buffer is free.
 	Buffers int
 	// OnError, if set, is called (from the recorder's goroutine) with each
-	// failure to store a record. It must not block.
+	// failure to store a record, a *StoreError. It must not block.
 	OnError func(error)
 }
 
@@ -82,14 +86,19 @@ func (c *RecorderConfig) validate() error {
 
 // RecorderStats are a Recorder's cumulative counters.
 type RecorderStats struct {
-	Records        uint64  // packet records stored (acknowledged)
-	LossRecords    uint64  // loss records stored
-	Packets        uint64  // packets stored
-	Messages       uint64  // messages in them
-	Bytes          uint64  // record bytes stored
-	LostPackets    uint64  // packets not recorded: no free buffer, or their record refused
-	LostMessages   uint64  // messages in them
-	Errors         uint64  // records JetStream refused or did not acknowledge
+	Records      uint64 // packet records stored (acknowledged)
+	LossRecords  uint64 // loss records stored
+	Packets      uint64 // packets stored
+	Messages     uint64 // messages in them
+	Bytes        uint64 // record bytes stored
+	LostPackets  uint64 // packets not recorded: no free buffer, or their record refused
+	LostMessages uint64 // messages in them
+	// UnwrittenLoss counts runs of lost messages that no loss record will
+	// cover: a channel's queue of runs was full of other sessions' runs, or
+	// JetStream still refused their loss record at Close. A reader sees
+	// their messages as a gap all the same.
+	UnwrittenLoss  uint64
+	Errors         uint64  // records (and loss records) JetStream refused or did not acknowledge
 	LagSeconds     float64 // the latest stored record's first packet to its acknowledgement
 	PendingRecords int     // records handed over and not yet acknowledged
 }
@@ -110,9 +119,10 @@ type Recorder struct {
 	stop     chan struct{}
 	closed   atomic.Bool
 
-	records, lossRecords, packets, messages, bytes, lostPackets, lostMessages, errs atomic.Uint64
-	lagNs                                                                           atomic.Int64
-	pending                                                                         atomic.Int64
+	records, lossRecords, packets, messages, bytes, lostPackets, lostMessages, unwritten, errs atomic.Uint64
+	lagNs                                                                                      atomic.Int64
+	pending                                                                                    atomic.Int64
+	faultSeen                                                                                  [faultKinds]bool // owned by run
 }
 
 // chanRecorder is one channel's record in progress.
@@ -121,10 +131,18 @@ type chanRecorder struct {
 	mu   sync.Mutex
 	cur  *outRecord // being filled; nil when none is free
 	free chan *outRecord
-	// A run of packets not recorded, to be written as a loss record.
-	losing              bool
-	lossSession         mold.Session
-	lossFirst, lossNext uint64
+	// Runs of messages not recorded, oldest first, each to be written as
+	// a loss record once a buffer is free.
+	losses  [maxLossRuns]lossRun
+	nLosses int
+}
+
+// lossRun is a run of one session's messages, [first, next), that the
+// archive does not hold.
+type lossRun struct {
+	session     mold.Session
+	first, next uint64
+	atNs        int64 // when the run began or its loss record was last refused
 }
 
 // outRecord is a record buffer, filled by Record and stored by the
@@ -183,7 +201,7 @@ func (r *Recorder) Record(ch int, pkt []byte) {
 		r.handOver(c)
 	}
 	if c.cur == nil && !r.take(c, h.Session, h.Seq, now) {
-		c.lose(h.Session, h.Seq, uint64(n))
+		r.lose(c, h.Session, h.Seq, h.Seq+uint64(n), now)
 		r.lostPackets.Add(1)
 		r.lostMessages.Add(uint64(n))
 		return
@@ -195,38 +213,70 @@ func (r *Recorder) Record(ch int, pkt []byte) {
 	}
 }
 
-// lose extends c's run of packets not recorded with one of session s
-// carrying n messages from seq.
-func (c *chanRecorder) lose(s mold.Session, seq, n uint64) {
-	if c.losing && (c.lossSession != s || c.lossNext != seq) {
-		// A new session, or a jump: the first run's record is written
-		// with what is known; the next starts here. Rare: only the
-		// latest run is kept while no buffer is free.
-		c.losing = false
+// lose adds messages [first, next) of session s to c's runs not
+// recorded: to a run it continues or overlaps (the usual case, a packet
+// after the last lost), else as a new run. When the queue is full the
+// latest run of the session grows to cover them, and the messages
+// between, some of which may be stored: the loss record then says more
+// is missing than is. With no run of the session in a full queue the run
+// is counted in UnwrittenLoss. c.mu is held; allocates nothing.
+func (r *Recorder) lose(c *chanRecorder, s mold.Session, first, next uint64, now int64) {
+	if first >= next {
+		return
 	}
-	if !c.losing {
-		c.losing, c.lossSession, c.lossFirst, c.lossNext = true, s, seq, seq
+	for i := c.nLosses - 1; i >= 0; i-- {
+		l := &c.losses[i]
+		if l.session == s && first <= l.next && next >= l.first {
+			l.first, l.next = min(l.first, first), max(l.next, next)
+			return
+		}
 	}
-	c.lossNext += n
+	if c.nLosses < len(c.losses) {
+		c.losses[c.nLosses] = lossRun{session: s, first: first, next: next, atNs: now}
+		c.nLosses++
+		return
+	}
+	for i := c.nLosses - 1; i >= 0; i-- {
+		if l := &c.losses[i]; l.session == s {
+			l.first, l.next = min(l.first, first), max(l.next, next)
+			return
+		}
+	}
+	r.unwritten.Add(1)
 }
 
-// take gives c a fresh record starting at seq in session s, first writing
-// any pending loss record. It reports false when no buffer is free.
-func (r *Recorder) take(c *chanRecorder, s mold.Session, seq uint64, now int64) bool {
-	if c.losing && c.lossNext > c.lossFirst {
+// writeLosses hands over a loss record for each of c's runs not recorded
+// that began before beforeNs, oldest first, while buffers are free. It
+// reports whether none is left. c.mu is held.
+func (r *Recorder) writeLosses(c *chanRecorder, now, beforeNs int64) bool {
+	for c.nLosses > 0 {
+		l := c.losses[0]
+		if l.atNs >= beforeNs {
+			return false
+		}
 		var o *outRecord
 		select {
 		case o = <-c.free:
 		default:
 			return false
 		}
-		o.b.loss(c.ch, c.lossSession, c.lossFirst, c.lossNext, now)
+		o.b.loss(c.ch, l.session, l.first, l.next, now)
 		o.packets = 0
 		o.data = o.b.finish()
 		r.pending.Add(1)
 		r.out <- o // never blocks: room for every buffer
+		copy(c.losses[:], c.losses[1:c.nLosses])
+		c.nLosses--
 	}
-	c.losing = false
+	return true
+}
+
+// take gives c a fresh record starting at seq in session s, first writing
+// every pending loss record. It reports false when no buffer is free.
+func (r *Recorder) take(c *chanRecorder, s mold.Session, seq uint64, now int64) bool {
+	if !r.writeLosses(c, now, math.MaxInt64) {
+		return false
+	}
 	select {
 	case c.cur = <-c.free:
 	default:
@@ -267,9 +317,19 @@ func (r *Recorder) run() {
 			fl = r.drain(fl)
 			fl = r.reap(fl, 0)
 		case <-r.stop:
-			r.flushOld(1 << 62)
+			r.flushOld(math.MaxInt64)
+			fl = r.drain(fl)
+			fl = r.reap(fl, len(fl))
+			// Loss records refused just now are tried once more.
+			r.flushOld(math.MaxInt64)
 			fl = r.drain(fl)
 			r.reap(fl, len(fl))
+			for _, c := range r.chans {
+				c.mu.Lock()
+				r.unwritten.Add(uint64(c.nLosses))
+				c.nLosses = 0
+				c.mu.Unlock()
+			}
 			return
 		}
 	}
@@ -303,14 +363,18 @@ type inflight struct {
 // for the oldest while maxPending are outstanding.
 func (r *Recorder) publish(o *outRecord, fl []inflight) []inflight {
 	b := &o.b
-	id := b.session.String() + "." + strconv.Itoa(b.channel) + "." + strconv.FormatUint(b.first, 10)
+	// The id names the messages the record covers, first and next: a
+	// record published twice is stored once, and so is the same record
+	// of a hot-hot peer, but a peer's record of other extent from the
+	// same first message is not taken for it.
+	id := b.session.String() + "." + strconv.Itoa(b.channel) + "." + strconv.FormatUint(b.first, 10) + "-" + strconv.FormatUint(b.next, 10)
 	if b.kind == KindLoss {
 		id += ".loss"
 	}
 	msg := &nats.Msg{Subject: r.subjects[b.channel], Data: o.data, Header: nats.Header{jetstream.MsgIDHeader: []string{id}}}
 	ack, err := r.js.PublishMsgAsync(msg)
 	if err != nil {
-		r.failed(o, fmt.Errorf("archive: store %s: %w", o.describe(), err))
+		r.failed(o, err)
 		return fl
 	}
 	fl = append(fl, inflight{o: o, ack: ack})
@@ -330,7 +394,7 @@ func (r *Recorder) reap(fl []inflight, wait int) []inflight {
 			case <-f.ack.Ok():
 			case err = <-f.ack.Err():
 			case <-t.C:
-				err = errors.New("no acknowledgement within 5s")
+				err = errNoAck
 			}
 			t.Stop()
 		} else {
@@ -342,7 +406,7 @@ func (r *Recorder) reap(fl []inflight, wait int) []inflight {
 			}
 		}
 		if err != nil {
-			r.failed(f.o, fmt.Errorf("archive: store %s: %w", f.o.describe(), err))
+			r.failed(f.o, err)
 		} else {
 			r.stored(f.o)
 		}
@@ -367,24 +431,25 @@ func (r *Recorder) stored(o *outRecord) {
 }
 
 // failed counts a record that was not stored. Its packets are lost to
-// the archive; a packets record's range is written as a loss record in
-// its place when a buffer allows.
+// the archive: its range joins the channel's runs not recorded, to be
+// written as a loss record when a buffer is free. A loss record refused
+// goes back to the runs and is tried again a RecordDelay later (or
+// before the channel's next record), so that a hole is written once
+// JetStream takes records again.
 func (r *Recorder) failed(o *outRecord, err error) {
 	r.errs.Add(1)
-	if r.cfg.OnError != nil {
-		r.cfg.OnError(err)
-	}
 	b := &o.b
+	if r.cfg.OnError != nil {
+		r.cfg.OnError(r.storeError(o, err))
+	}
 	if b.kind == KindPackets {
 		r.lostPackets.Add(o.packets)
 		r.lostMessages.Add(b.next - b.first)
-		c := o.c
-		c.mu.Lock()
-		if !c.losing {
-			c.losing, c.lossSession, c.lossFirst, c.lossNext = true, b.session, b.first, b.next
-		}
-		c.mu.Unlock()
 	}
+	c := o.c
+	c.mu.Lock()
+	r.lose(c, b.session, b.first, b.next, time.Now().UnixNano())
+	c.mu.Unlock()
 	r.release(o)
 }
 
@@ -395,10 +460,12 @@ func (r *Recorder) release(o *outRecord) {
 }
 
 // flushOld hands over every record whose first packet was taken before
-// beforeNs.
+// beforeNs, and the loss records of runs that began before it.
 func (r *Recorder) flushOld(beforeNs int64) {
+	now := time.Now().UnixNano()
 	for _, c := range r.chans {
 		c.mu.Lock()
+		r.writeLosses(c, now, beforeNs)
 		if c.cur != nil && c.cur.b.count > 0 && c.cur.b.firstNs < beforeNs {
 			r.handOver(c)
 		}
@@ -420,7 +487,7 @@ func (o *outRecord) describe() string {
 func (r *Recorder) Stats() RecorderStats {
 	return RecorderStats{
 		Records: r.records.Load(), LossRecords: r.lossRecords.Load(), Packets: r.packets.Load(), Messages: r.messages.Load(),
-		Bytes: r.bytes.Load(), LostPackets: r.lostPackets.Load(), LostMessages: r.lostMessages.Load(), Errors: r.errs.Load(),
+		Bytes: r.bytes.Load(), LostPackets: r.lostPackets.Load(), LostMessages: r.lostMessages.Load(), UnwrittenLoss: r.unwritten.Load(), Errors: r.errs.Load(),
 		LagSeconds: time.Duration(r.lagNs.Load()).Seconds(), PendingRecords: int(r.pending.Load()),
 	}
 }

@@ -96,12 +96,19 @@ type ReplayConfig struct {
 
 // ReplayStats are a replay receiver's counters beyond ud.RecvStats.
 type ReplayStats struct {
-	Records      uint64 // records read
-	LossRecords  uint64 // loss records met (their messages are a gap)
-	LostMessages uint64 // messages those loss records cover
-	Corrupt      uint64 // records that failed to decode, skipped
-	Unverified   uint64 // packets whose seal did not open, dropped
-	Done         bool   // the replay has delivered everything up to To
+	Records     uint64 // records read
+	LossRecords uint64 // loss records met (their messages are a gap)
+	// LostMessages are the messages of the loss records met that no
+	// packet delivered carries: a hot-hot peer's records may hold what
+	// one recorder lost. Final once Done.
+	LostMessages uint64
+	// Duplicates are packets not delivered because every message in them
+	// was delivered already: the archive of two hot-hot feed handlers
+	// holds most messages twice.
+	Duplicates uint64
+	Corrupt    uint64 // records that failed to decode, skipped
+	Unverified uint64 // packets whose seal did not open, dropped
+	Done       bool   // the replay has delivered everything up to To
 }
 
 // ReplayReceiver delivers one channel's archived packets into a ring, as a
@@ -122,10 +129,10 @@ type ReplayReceiver struct {
 	keys map[mold.Session]*seal.Schedule
 	open *seal.Keys
 
-	datagrams, bytes, records, lossRecords, lostMessages, corrupt, unverified, ringFull atomic.Uint64
-	finished                                                                            atomic.Bool
-	closed                                                                              atomic.Bool
-	atTail                                                                              atomic.Bool // Follow: every record stored has been delivered
+	datagrams, bytes, records, lossRecords, lostMessages, corrupt, unverified, ringFull, duplicates atomic.Uint64
+	finished                                                                                        atomic.Bool
+	closed                                                                                          atomic.Bool
+	atTail                                                                                          atomic.Bool // Follow: every record stored has been delivered
 }
 
 var _ ud.Receiver = (*ReplayReceiver)(nil)
@@ -204,6 +211,8 @@ func (r *ReplayReceiver) run(rd recordSource) {
 	var pace pacer
 	pace.speed = r.cfg.Speed
 	var seen sessionSpans
+	var cover coverage // each message once, of hot-hot recorders' copies
+	defer func() { r.lostMessages.Store(cover.lost()) }()
 	for {
 		rec, _, err := rd.Next()
 		switch {
@@ -237,7 +246,8 @@ func (r *ReplayReceiver) run(rd recordSource) {
 		if rec.Kind == KindLoss {
 			if started {
 				r.lossRecords.Add(1)
-				r.lostMessages.Add(rec.Next - rec.First)
+				cover.lose(rec.Session, rec.First, rec.Next)
+				r.lostMessages.Store(cover.lost())
 			}
 			r.atTail.Store(rd.AtTail())
 			continue
@@ -262,6 +272,10 @@ func (r *ReplayReceiver) run(rd recordSource) {
 			if r.cfg.To.Seq > 0 && h.Session == r.cfg.To.Session && h.Seq > r.cfg.To.Seq {
 				stop = true
 				return errStop
+			}
+			if !cover.fresh(h) {
+				r.duplicates.Add(1)
+				return nil
 			}
 			// Packets of a record are spread evenly over the span it was
 			// recorded in: the record keeps no time per packet.
@@ -399,7 +413,7 @@ func (r *ReplayReceiver) Stats() ud.RecvStats {
 // ReplayStats returns the replay's own counters.
 func (r *ReplayReceiver) ReplayStats() ReplayStats {
 	return ReplayStats{Records: r.records.Load(), LossRecords: r.lossRecords.Load(), LostMessages: r.lostMessages.Load(),
-		Corrupt: r.corrupt.Load(), Unverified: r.unverified.Load(), Done: r.finished.Load()}
+		Corrupt: r.corrupt.Load(), Unverified: r.unverified.Load(), Duplicates: r.duplicates.Load(), Done: r.finished.Load()}
 }
 
 // AtTail reports whether a replay that follows the archive has delivered

@@ -2,6 +2,7 @@ package fh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -54,11 +55,31 @@ func (h *FeedHandler) startArchive() error {
 	return nil
 }
 
-// archiveError logs a record the archive could not store: the first ten,
-// then one in a thousand.
+// archiveError logs a record the archive could not store: the first
+// error of each kind (archive.Fault) in full, with what to do, then one
+// in a thousand. Every one is counted (tickcast_archive_errors_total).
+// Called from the recorder's goroutine.
 func (h *FeedHandler) archiveError(err error) {
-	if n := h.archiveErrors.Add(1); n <= 10 || n%1000 == 0 {
-		h.log.Error().Err(err).Uint64("errors", n).Msg("archive: a record was not stored; its messages are written as a loss record")
+	n := h.archiveErrors.Add(1)
+	var se *archive.StoreError
+	if !errors.As(err, &se) {
+		if n <= 10 || n%1000 == 0 {
+			h.log.Error().Err(err).Uint64("errors", n).Msg("archive: a record was not stored; its messages are written as a loss record")
+		}
+		return
+	}
+	if h.archiveFaults.Load()&(1<<se.Fault) == 0 {
+		h.archiveFaults.Or(1 << se.Fault)
+		ev := h.log.Error().Err(err).Str("stream", se.Stream).Str("fault", se.Fault.String()).Uint64("errors", n)
+		if se.Fault == archive.FaultStorageFull && h.srv != nil {
+			ev = ev.Int64("server_max_store", h.srv.JetStreamMaxStore()).Str("dir", h.cfg.ArchiveDir)
+		}
+		ev.Str("what_to_do", se.Fault.Hint()).
+			Msg("archive: a record was not stored; its messages are lost to the archive and written as a loss record when JetStream takes records again; multicast goes on")
+		return
+	}
+	if n%1000 == 0 {
+		h.log.Error().Err(err).Str("fault", se.Fault.String()).Uint64("errors", n).Msg("archive: records still not stored")
 	}
 }
 

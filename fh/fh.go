@@ -35,6 +35,8 @@ type FeedHandler struct {
 	natsMet *natsconn.Metrics // nc's connection state, for the metrics
 	// archiveErrors counts records the archive could not store.
 	archiveErrors atomic.Uint64
+	// archiveFaults has bit archive.Fault set once that kind is logged.
+	archiveFaults atomic.Uint32
 	stores        []*recovery.Channel
 	// stopApply stops each store's background state applier.
 	stopApply []func()
@@ -658,6 +660,7 @@ func (s Summary) Fields() map[string]any {
 		f["archive_records"], f["archive_packets"], f["archive_messages"], f["archive_bytes"] = a.Records, a.Packets, a.Messages, a.Bytes
 		f["archive_lost_packets"], f["archive_lost_messages"], f["archive_loss_records"], f["archive_errors"] = a.LostPackets, a.LostMessages, a.LossRecords, a.Errors
 		f["retransmit_archive_answers"], f["retransmitted_archive"], f["retransmit_archive_misses"] = rst.ArchiveAnswers, rst.ArchiveMessages, rst.ArchiveMisses
+		f["archive_unwritten_loss_runs"] = a.UnwrittenLoss
 	}
 	return f
 }

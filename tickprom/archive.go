@@ -10,7 +10,7 @@ import (
 type archiveCollector struct {
 	stats                                                             func() archive.RecorderStats
 	records, packets, messages, bytes, lostPackets, lostMsgs, lossRec *prometheus.Desc
-	errs, lag, pending                                                *prometheus.Desc
+	errs, lag, pending, unwritten                                     *prometheus.Desc
 }
 
 // NewArchiveCollector exports the counters stats returns (a feed handler's
@@ -29,7 +29,8 @@ func NewArchiveCollector(stats func() archive.RecorderStats) prometheus.Collecto
 		lostPackets: d("lost_packets_total", "Packets sent but not stored in the archive: no free record buffer (JetStream fell behind) or their record refused."),
 		lostMsgs:    d("lost_messages_total", "Messages in the packets not stored; each run of them is written to the archive as a loss record."),
 		lossRec:     d("loss_records_total", "Loss records stored: places where the archive says it is incomplete."),
-		errs:        d("errors_total", "Records JetStream refused or did not acknowledge in time (a full disk, a stream limit, no JetStream)."),
+		errs:        d("errors_total", "Records and loss records JetStream refused or did not acknowledge in time (its storage full, no stream, no JetStream, no acknowledgement)."),
+		unwritten:   d("unwritten_loss_runs_total", "Runs of lost messages no loss record covers: a channel's queue of runs full, or their loss record still refused at the end. Readers see them as gaps."),
 		lag:         d("lag_seconds", "Time from the latest stored record's first packet to JetStream's acknowledgement."),
 		pending:     d("pending_records", "Records handed to JetStream and not yet acknowledged."),
 	}
@@ -37,7 +38,7 @@ func NewArchiveCollector(stats func() archive.RecorderStats) prometheus.Collecto
 
 // Describe implements prometheus.Collector.
 func (c *archiveCollector) Describe(out chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.records, c.packets, c.messages, c.bytes, c.lostPackets, c.lostMsgs, c.lossRec, c.errs, c.lag, c.pending} {
+	for _, d := range []*prometheus.Desc{c.records, c.packets, c.messages, c.bytes, c.lostPackets, c.lostMsgs, c.lossRec, c.errs, c.unwritten, c.lag, c.pending} {
 		out <- d
 	}
 }
@@ -56,6 +57,7 @@ func (c *archiveCollector) Collect(out chan<- prometheus.Metric) {
 	counter(c.lostMsgs, st.LostMessages)
 	counter(c.lossRec, st.LossRecords)
 	counter(c.errs, st.Errors)
+	counter(c.unwritten, st.UnwrittenLoss)
 	out <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, st.LagSeconds)
 	out <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(st.PendingRecords))
 }

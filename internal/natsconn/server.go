@@ -105,6 +105,10 @@ type ServerConfig struct {
 	// JetStream. A node restarted with the same StoreDir (and Name) keeps
 	// its streams.
 	StoreDir string
+	// JetStreamMaxStore, when above 0, limits JetStream's file store to
+	// this many bytes; 0 leaves the server's default (most of the disk's
+	// free space).
+	JetStreamMaxStore int64
 	// Cluster, when set, makes the server a node of a NATS cluster.
 	Cluster *ClusterConfig
 	// MaxPayload is the largest message accepted, in bytes; default
@@ -283,6 +287,9 @@ func (cfg ServerConfig) options() (*server.Options, error) {
 		ServerName: cfg.Name,
 		JetStream:  cfg.JetStream,
 		StoreDir:   cfg.StoreDir,
+	}
+	if cfg.JetStreamMaxStore > 0 {
+		opts.JetStreamMaxStore = cfg.JetStreamMaxStore
 	}
 	if opts.Port == 0 {
 		opts.Port = server.RANDOM_PORT
@@ -560,3 +567,20 @@ func (l *serverLog) Debugf(string, ...any) {}
 
 // Tracef implements server.Logger; tracing is off.
 func (l *serverLog) Tracef(string, ...any) {}
+
+// JetStreamMaxStore returns the bytes JetStream may store on this server
+// (ServerConfig.JetStreamMaxStore, or the server's default from its
+// disk's free space); 0 when JetStream is off.
+func (s *Server) JetStreamMaxStore() int64 {
+	if c := s.srv.JetStreamConfig(); c != nil {
+		return c.MaxStore
+	}
+	return 0
+}
+
+// IsStreamLeader reports whether this server leads the replicated stream
+// (in the global account, where the server's users are); meant for tests
+// and diagnostics.
+func (s *Server) IsStreamLeader(stream string) bool {
+	return s.srv.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream)
+}

@@ -169,6 +169,7 @@ type ReplaySummary struct {
 	Records      uint64 `json:"records"`
 	LossRecords  uint64 `json:"loss_records"`
 	LostMessages uint64 `json:"lost_messages"`
+	Duplicates   uint64 `json:"duplicates"`
 	Corrupt      uint64 `json:"corrupt"`
 	Unverified   uint64 `json:"unverified"`
 	Errors       uint64 `json:"errors"`
@@ -201,6 +202,7 @@ func (a *App) replaySummary() *ReplaySummary {
 		rs.Records += st.Records
 		rs.LossRecords += st.LossRecords
 		rs.LostMessages += st.LostMessages
+		rs.Duplicates += st.Duplicates
 		rs.Corrupt += st.Corrupt
 		rs.Unverified += st.Unverified
 	}
