@@ -24,7 +24,7 @@
 // The stream of feed FEED is TICKCAST_ARCHIVE_FEED, with channel CH's
 // records under tickcast.FEED.archive.CH, file storage, retention by age and
 // bytes (the oldest records go first), and a duplicate window of two
-// minutes: each record's message id is SESSION.CHANNEL.FIRST, so that a
+// minutes: each record's message id is SESSION.CHANNEL.FIRST-NEXT, so that a
 // record published twice is stored once.
 //
 // # Recording
@@ -36,4 +36,17 @@
 // its first packet is RecordDelay old, at a new session and at the end of
 // a session, and publishes asynchronously, up to 64 records awaiting their
 // acknowledgement.
+//
+// # Reading
+//
+// A Reader reads one channel's records in the order they were stored; a
+// ReplayReceiver delivers their packets into a ring as a multicast
+// receiver does (ud.Receiver), opening sealed packets with the key
+// records, putting records stored out of order back in order (a record
+// published again after a JetStream leader's death lands after later
+// ones), and delivering each message once when two hot-hot feed handlers
+// recorded it. A MergeReceiver replays and then joins the live stream
+// where the two meet. A Retriever reads a range of messages back for a
+// retransmission the feed handler's store can no longer make. A file
+// written by FileWriter (tickarchive export) is replayed with no NATS.
 package archive

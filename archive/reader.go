@@ -65,6 +65,9 @@ type Reader struct {
 	it      jetstream.MessagesContext
 	done    bool
 	atTail  bool // the last record read was the last stored then (Follow)
+	// total is how many records the reader reads without Follow: those
+	// pending at the first; read counts them.
+	total, read uint64
 }
 
 // OpenReader opens a reader of one channel's archive. It returns an error
@@ -136,7 +139,14 @@ func (r *Reader) Next() (Record, uint64, error) {
 	}
 	seq := md.Sequence.Stream
 	r.atTail = md.NumPending == 0
-	if seq >= r.last && !r.cfg.Follow {
+	if r.total == 0 {
+		// What the stream holds for the subject is counted by its leader
+		// as the consumer delivers: the end is the first record's count,
+		// whatever a replica that lags says of the last one.
+		r.total = md.NumPending + 1
+	}
+	r.read++
+	if r.read >= r.total && !r.cfg.Follow {
 		r.done = true
 		r.it.Stop()
 	}

@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -99,6 +100,7 @@ type RecorderStats struct {
 	// their messages as a gap all the same.
 	UnwrittenLoss  uint64
 	Errors         uint64  // records (and loss records) JetStream refused or did not acknowledge
+	Retries        uint64  // publications of records repeated after no acknowledgement (each stored once)
 	LagSeconds     float64 // the latest stored record's first packet to its acknowledgement
 	PendingRecords int     // records handed over and not yet acknowledged
 }
@@ -107,7 +109,7 @@ type RecorderStats struct {
 // sending path. Record copies a packet into its channel's current record
 // and returns; the recorder's goroutine stores full records, and records
 // older than RecordDelay, as JetStream messages, each with the message id
-// "SESSION.CHANNEL.FIRST", so that a record published twice is stored once.
+// "SESSION.CHANNEL.FIRST-NEXT", so that a record published twice is stored once.
 type Recorder struct {
 	cfg      RecorderConfig
 	js       jetstream.JetStream
@@ -120,6 +122,7 @@ type Recorder struct {
 	closed   atomic.Bool
 
 	records, lossRecords, packets, messages, bytes, lostPackets, lostMessages, unwritten, errs atomic.Uint64
+	retries                                                                                    atomic.Uint64
 	lagNs                                                                                      atomic.Int64
 	pending                                                                                    atomic.Int64
 	faultSeen                                                                                  [faultKinds]bool // owned by run
@@ -135,6 +138,9 @@ type chanRecorder struct {
 	// a loss record once a buffer is free.
 	losses  [maxLossRuns]lossRun
 	nLosses int
+	// ended is the last session whose end of session was recorded: a
+	// feed handler repeats it while it lingers, and once is enough.
+	ended mold.Session
 }
 
 // lossRun is a run of one session's messages, [first, next), that the
@@ -152,6 +158,7 @@ type outRecord struct {
 	c       *chanRecorder
 	data    []byte // the finished record
 	packets uint64
+	tries   int // publications that went unacknowledged (retried)
 }
 
 // NewRecorder creates or updates the feed's archive stream and starts
@@ -197,6 +204,9 @@ func (r *Recorder) Record(ch int, pkt []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := h.Messages()
+	if h.IsEndOfSession() && c.ended == h.Session {
+		return
+	}
 	if o := c.cur; o != nil && (o.b.session != h.Session || o.b.next != h.Seq || !o.b.fits(len(pkt))) {
 		r.handOver(c)
 	}
@@ -209,6 +219,7 @@ func (r *Recorder) Record(ch int, pkt []byte) {
 	c.cur.b.add(pkt, n, now)
 	c.cur.packets++
 	if h.IsEndOfSession() {
+		c.ended = h.Session
 		r.handOver(c)
 	}
 }
@@ -323,7 +334,9 @@ func (r *Recorder) run() {
 			// Loss records refused just now are tried once more.
 			r.flushOld(math.MaxInt64)
 			fl = r.drain(fl)
-			r.reap(fl, len(fl))
+			for len(fl) > 0 { // retries end after maxTries
+				fl = r.reap(fl, len(fl))
+			}
 			for _, c := range r.chans {
 				c.mu.Lock()
 				r.unwritten.Add(uint64(c.nLosses))
@@ -357,6 +370,7 @@ func (r *Recorder) drain(fl []inflight) []inflight {
 type inflight struct {
 	o   *outRecord
 	ack jetstream.PubAckFuture
+	msg *nats.Msg // as published, for a retry
 }
 
 // publish stores o asynchronously and collects acknowledgements, waiting
@@ -377,8 +391,30 @@ func (r *Recorder) publish(o *outRecord, fl []inflight) []inflight {
 		r.failed(o, err)
 		return fl
 	}
-	fl = append(fl, inflight{o: o, ack: ack})
+	fl = append(fl, inflight{o: o, ack: ack, msg: msg})
 	return r.reap(fl, len(fl)-maxPending+1)
+}
+
+// maxTries is how many times a record is published while JetStream does
+// not acknowledge it (a stream leader elected anew, a server overloaded)
+// before it is counted lost. The message id makes a retry of a record
+// already stored a duplicate, dropped.
+const maxTries = 4
+
+// retry publishes f's record again if its failure may be passing, and
+// reports whether it did. The retry is stored after records published
+// since: a replay puts them back in order (reorder).
+func (r *Recorder) retry(f inflight, err error, fl []inflight) ([]inflight, bool) {
+	if f.o.tries+1 >= maxTries || !(classify(err) == FaultNoAck || errors.Is(err, nats.ErrNoResponders)) {
+		return fl, false
+	}
+	f.o.tries++
+	r.retries.Add(1)
+	ack, perr := r.js.PublishMsgAsync(f.msg)
+	if perr != nil {
+		return fl, false
+	}
+	return append(fl, inflight{o: f.o, ack: ack, msg: f.msg}), true
 }
 
 // reap releases the acknowledged records at the front of fl, waiting
@@ -405,12 +441,15 @@ func (r *Recorder) reap(fl []inflight, wait int) []inflight {
 				return fl
 			}
 		}
+		fl = fl[1:]
 		if err != nil {
-			r.failed(f.o, err)
+			var again bool
+			if fl, again = r.retry(f, err, fl); !again {
+				r.failed(f.o, err)
+			}
 		} else {
 			r.stored(f.o)
 		}
-		fl = fl[1:]
 	}
 	return fl
 }
@@ -487,7 +526,7 @@ func (o *outRecord) describe() string {
 func (r *Recorder) Stats() RecorderStats {
 	return RecorderStats{
 		Records: r.records.Load(), LossRecords: r.lossRecords.Load(), Packets: r.packets.Load(), Messages: r.messages.Load(),
-		Bytes: r.bytes.Load(), LostPackets: r.lostPackets.Load(), LostMessages: r.lostMessages.Load(), UnwrittenLoss: r.unwritten.Load(), Errors: r.errs.Load(),
+		Bytes: r.bytes.Load(), LostPackets: r.lostPackets.Load(), LostMessages: r.lostMessages.Load(), UnwrittenLoss: r.unwritten.Load(), Errors: r.errs.Load(), Retries: r.retries.Load(),
 		LagSeconds: time.Duration(r.lagNs.Load()).Seconds(), PendingRecords: int(r.pending.Load()),
 	}
 }

@@ -189,10 +189,18 @@ func NewReplayReceiver(cfg ReplayConfig, ch int, play bool, n *ud.Notifier) (*Re
 	if err != nil {
 		return nil, fmt.Errorf("archive: jetstream: %w", err)
 	}
-	if r.keys, err = readKeys(ctx, js, cfg.Feed, ch); err != nil {
+	err = whileElecting(ctx, func() (err error) {
+		r.keys, err = readKeys(ctx, js, cfg.Feed, ch)
+		return err
+	})
+	if err != nil {
 		return nil, refused(cfg.Conn, err)
 	}
-	rd, err := OpenReader(ctx, ReaderConfig{Feed: cfg.Feed, Channel: ch, Conn: cfg.Conn, From: cfg.From.Time, Follow: cfg.Follow})
+	var rd *Reader
+	err = whileElecting(ctx, func() (err error) {
+		rd, err = OpenReader(ctx, ReaderConfig{Feed: cfg.Feed, Channel: ch, Conn: cfg.Conn, From: cfg.From.Time, Follow: cfg.Follow})
+		return err
+	})
 	if err != nil {
 		return nil, refused(cfg.Conn, err)
 	}
@@ -203,9 +211,10 @@ func NewReplayReceiver(cfg ReplayConfig, ch int, play bool, n *ud.Notifier) (*Re
 
 // run reads the records and delivers their packets until To, the end of
 // what was stored at the start, or Close.
-func (r *ReplayReceiver) run(rd recordSource) {
+func (r *ReplayReceiver) run(src recordSource) {
 	defer close(r.done)
-	defer rd.Close()
+	defer src.Close()
+	rd := newReorder(src) // records stored out of order, back in order
 	defer r.finished.Store(true)
 	started := r.cfg.From.Seq == 0 // from a time or the start: every packet
 	var pace pacer
@@ -292,6 +301,24 @@ func (r *ReplayReceiver) run(rd recordSource) {
 			return
 		}
 		r.atTail.Store(rd.AtTail())
+	}
+}
+
+// whileElecting calls fn until it succeeds, fails otherwise than for want
+// of a JetStream responder, or ctx ends: a cluster that has just lost a
+// node answers no JetStream request until it has elected its leaders
+// anew.
+func whileElecting(ctx context.Context, fn func() error) error {
+	for {
+		err := fn()
+		if err == nil || !(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 

@@ -661,6 +661,7 @@ func (s Summary) Fields() map[string]any {
 		f["archive_lost_packets"], f["archive_lost_messages"], f["archive_loss_records"], f["archive_errors"] = a.LostPackets, a.LostMessages, a.LossRecords, a.Errors
 		f["retransmit_archive_answers"], f["retransmitted_archive"], f["retransmit_archive_misses"] = rst.ArchiveAnswers, rst.ArchiveMessages, rst.ArchiveMisses
 		f["archive_unwritten_loss_runs"] = a.UnwrittenLoss
+		f["archive_retries"] = a.Retries
 	}
 	return f
 }
