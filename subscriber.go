@@ -280,12 +280,15 @@ type Handler interface {
 // window_overflow_messages_total, Duplicates duplicate_messages_total,
 // Stale stale_events_total).
 type SubscriberStats struct {
-	Packets          uint64 // datagrams taken from the receive rings
-	Messages         uint64 // messages released to the handler
-	Filtered         uint64 // messages released in order that the symbol filter held back (SubscriberConfig.Symbols)
-	Gaps             uint64 // gaps detected
-	Requests         uint64 // ranges requested from recovery
-	Recovered        uint64 // messages released that came from recovery, Filtered ones included
+	Packets   uint64 // datagrams taken from the receive rings
+	Messages  uint64 // messages released to the handler
+	Filtered  uint64 // messages released in order that the symbol filter held back (SubscriberConfig.Symbols)
+	Gaps      uint64 // gaps detected
+	Requests  uint64 // ranges requested from recovery
+	Recovered uint64 // messages released that came from recovery, Filtered ones included
+	// RecoveredArchive counts those of Recovered that the feed handler
+	// read from its archive: evicted from its store.
+	RecoveredArchive uint64
 	Reordered        uint64 // messages that waited out of order in the window
 	Missing          uint64 // messages declared lost
 	LostRanges       uint64 // lost ranges reported
@@ -337,6 +340,7 @@ type Subscriber struct {
 	apply  func(*recovery.Result)
 
 	recoveryResults, recoveryLatencySum, recoveryLatencyMax, snapshots uint64
+	recoveredArchive                                                   uint64 // messages released from answers read from the archive
 
 	foreign, malformed, packets, ended, instGaps uint64
 	unauth, noKey                                uint64
@@ -481,7 +485,7 @@ func (s *Subscriber) AllEnded() bool {
 // Stats returns the counters, including the transports' kernel drop counts.
 func (s *Subscriber) Stats() SubscriberStats {
 	st := SubscriberStats{Packets: s.packets, Foreign: s.foreign, Malformed: s.malformed, SessionsEnded: s.ended, InstrumentGaps: s.instGaps, Snapshots: s.snapshots,
-		Unauthenticated: s.unauth, NoKey: s.noKey}
+		Unauthenticated: s.unauth, NoKey: s.noKey, RecoveredArchive: s.recoveredArchive}
 	for _, sc := range s.chans {
 		ts := sc.tracker.Stats()
 		st.Messages += ts.Messages - sc.filter.filtered
@@ -907,6 +911,12 @@ func (s *Subscriber) applyRecovered(r *recovery.Result) {
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Recovered(sc.idx, r.Latency)
 		s.relNs = time.Now().UnixNano()
+	}
+	if r.Archive {
+		before := sc.tracker.Stats().Recovered
+		sc.tracker.Answer(a, s.now, sc)
+		s.recoveredArchive += sc.tracker.Stats().Recovered - before
+		return
 	}
 	sc.tracker.Answer(a, s.now, sc)
 }

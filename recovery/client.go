@@ -160,6 +160,9 @@ type Result struct {
 	Err error
 	// Latency is from the request being made to the answer.
 	Latency time.Duration
+	// Archive says the packets were read from the feed's archive
+	// (HeaderSource): the range had left the feed handler's store.
+	Archive bool
 	// Snapshot, when set, answers the range instead of Packets
 	// (seqgap.AnswerSnapshot): the caller applies the state and resumes the
 	// stream at Next, after Snapshot.Seq.
@@ -1061,6 +1064,7 @@ func (c *Client) complete(k *call, m *nats.Msg, fail error) {
 	c.recovered.Add(uint64(k.want.Count))
 	if k.archive || m != nil && m.Header.Get(HeaderSource) == SourceArchive {
 		c.recoveredArchive.Add(uint64(k.want.Count))
+		k.res.Archive = true
 	}
 	k.res.Outcome, k.res.Packets = seqgap.AnswerPackets, k.parts
 	k.res.Latency = time.Since(k.start)

@@ -856,7 +856,7 @@ func (a *App) summary(reason string, elapsed time.Duration, allocs uint64) Summa
 	if a.rec != nil {
 		rs := a.rec.Stats()
 		sum.RecoveryFailed, sum.RecoveryHeard, sum.RecoveryBackedOff = rs.Failed, rs.Heard, rs.BackedOff
-		sum.RecoveryUnverified, sum.RecoveredArchive = rs.Unverified, rs.RecoveredArchive
+		sum.RecoveryUnverified, sum.RecoveredArchive = rs.Unverified, st.RecoveredArchive
 		_, mean, maxLat := a.sub.RecoveryLatency()
 		sum.RecoveryMeanUs, sum.RecoveryMaxUs = float64(mean)/1e3, float64(maxLat)/1e3
 		sum.RecoveryP99Us = a.met.recoveryP99()
