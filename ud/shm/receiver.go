@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -52,6 +53,7 @@ type Receiver struct {
 
 	cfg      Config
 	path     string
+	pathz    []byte // path, NUL-terminated, for statPath
 	ring     *ud.Ring
 	writable bool // waiting mode: the header is mapped read-write
 	interval int64
@@ -126,6 +128,7 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		Lender:    ud.NewLender(ring),
 		cfg:       c,
 		path:      c.Path(),
+		pathz:     append([]byte(c.Path()), 0),
 		ring:      ring,
 		writable:  c.Mode == Blocking || c.Mode == Direct,
 		interval:  int64(c.CheckInterval),
@@ -329,7 +332,7 @@ func (r *Receiver) maintain(now int64) {
 		}
 	}
 	var st unix.Stat_t
-	if err := unix.Stat(r.path, &st); err != nil {
+	if !r.statPath(&st) {
 		return
 	}
 	if r.m != nil && st.Ino == r.ino && st.Dev == r.dev || st.Ino == r.badIno {
@@ -356,6 +359,15 @@ func (r *Receiver) maintain(now int64) {
 		r.restarts.Add(1)
 	}
 	r.setErr(nil, false)
+}
+
+// statPath is stat(2) of the path. unix.Stat converts its string
+// argument on every call, an allocation each check; this passes the
+// NUL-terminated copy made once.
+func (r *Receiver) statPath(st *unix.Stat_t) bool {
+	atFDCWD := unix.AT_FDCWD
+	_, _, errno := unix.Syscall6(unix.SYS_NEWFSTATAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(&r.pathz[0])), uintptr(unsafe.Pointer(st)), 0, 0, 0)
+	return errno == 0
 }
 
 // truncated drops a mapping whose file shrank.
