@@ -142,11 +142,6 @@ func newRing(mem, hdr []byte, count, stride, maxDg int) *ring {
 	return r
 }
 
-// slotSeqOf returns the sequence word of the slot of packet i.
-func (r *ring) slotSeqOf(i uint64) *atomic.Uint64 {
-	return u64(r.slots, int((i&r.mask)*r.stride))
-}
-
 // closed reports whether the writer closed the ring.
 func (r *ring) closed() bool { return r.flags.Load()&flagClosed != 0 }
 

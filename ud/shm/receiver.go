@@ -475,10 +475,10 @@ func (r *Receiver) publish(got int, nbytes uint64) {
 
 // lapTo moves the reader, which found packet i overwritten with the writer
 // at w, to the oldest packet the ring still holds, and counts the packets
-// skipped. The writer reuses packet j's slot for packet j+count only after
-// publishing j+count-1... so with the writer at w, packets from w-count+1
-// on are intact unless the writer moves again, which the next copy's
-// check catches.
+// skipped. The writer starts on packet j+count, in packet j's slot, only
+// after publishing j+count-1; so with the writer at w, packets from
+// w-count+1 on are intact unless it moves on, which the next copy's check
+// catches.
 func (r *Receiver) lapTo(m *ring, w, i uint64) {
 	oldest := uint64(0)
 	if w+1 > m.count {
