@@ -1,6 +1,7 @@
 // Package ud defines the datagram transports tickcast publishes and receives
-// MoldUDP64 packets over: UDP multicast (package ud/udp, pure Go) and RDMA UD
-// queue pairs (build tag rdma).
+// MoldUDP64 packets over: UDP multicast (package ud/udp, pure Go), RDMA UD
+// queue pairs (build tag rdma), and, for subscribers on the publisher's own
+// host, a ring file in shared memory (package ud/shm).
 //
 // A transport has two halves. A Sender sends whole datagrams to one multicast
 // group and states the largest datagram it can carry, which the MoldUDP64

@@ -1,0 +1,168 @@
+package shm
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/tickcast/tickcast/ud"
+	"github.com/tickcast/tickcast/ud/udp"
+)
+
+// The benchmarks run writer and reader in one process on the same host,
+// as the transport is meant to; on a two-core machine the writer, the
+// receive loop and the consumer share the cores, so the figures are a
+// bound on one process talking to itself. The UDP pair is the loopback
+// multicast transport measured the same way, for comparison.
+
+var benchModes = []ud.Mode{Blocking, BusyPoll, DirectSpin}
+
+// pair is a writer and a reader, of either transport.
+type pair struct {
+	send func([][]byte) error
+	r    ud.Receiver
+	fill func() int // nil for receivers with a receive loop
+}
+
+func shmPair(b *testing.B, mode ud.Mode) pair {
+	c := testConfig(ringDir(b), mode)
+	c.MaxDatagram = 1472
+	c.Slots = 1 << 13
+	c.RingSlots = 1 << 12
+	c.Notifier = nil
+	s := newSender(b, c)
+	r := newReceiver(b, c)
+	p := pair{send: s.Send, r: r}
+	if !mode.Threaded() {
+		p.fill = r.Fill
+	}
+	return p
+}
+
+func udpPair(b *testing.B, mode ud.Mode) pair {
+	l, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := l.LocalAddr().(*net.UDPAddr).Port
+	l.Close()
+	c := udp.Config{Group: netip.MustParseAddr("239.77.200.1"), Port: port, Mode: mode, CPU: -1}
+	s, err := udp.NewSender(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	r, err := udp.NewReceiver(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close() })
+	p := pair{send: s.Send, r: r}
+	if !mode.Threaded() {
+		p.fill = r.Fill
+	}
+	return p
+}
+
+// take returns how many packets the consumer took (and released) in one
+// look, waiting up to a millisecond for a receiver with a receive loop
+// when it has none.
+func (p pair) take(wait bool) int {
+	if p.fill != nil {
+		p.fill()
+	} else if wait {
+		_ = p.r.Wait(time.Millisecond)
+	}
+	n := 0
+	for p.r.Peek(n) != nil {
+		n++
+	}
+	p.r.Release(n)
+	if n == 0 {
+		runtime.Gosched()
+	}
+	return n
+}
+
+func benchPairs(b *testing.B, run func(b *testing.B, p pair)) {
+	for _, mode := range benchModes {
+		b.Run("shm/"+mode.String(), func(b *testing.B) { run(b, shmPair(b, mode)) })
+	}
+	for _, mode := range []ud.Mode{Blocking, BusyPoll} {
+		b.Run("udp/"+mode.String(), func(b *testing.B) { run(b, udpPair(b, mode)) })
+	}
+}
+
+// BenchmarkShmThroughput: one op is a Send of 32 packets of 1,200 bytes;
+// the consumer takes what has arrived and keeps at most 1,024 packets in
+// flight, so neither the ring nor the socket buffer overflows.
+func BenchmarkShmThroughput(b *testing.B) {
+	benchPairs(b, func(b *testing.B, p pair) {
+		batch := make([][]byte, 32)
+		for i := range batch {
+			batch[i] = make([]byte, 1200)
+		}
+		var sent, got uint64
+		const inFlight = 1024
+		b.ReportAllocs()
+		b.SetBytes(32 * 1200)
+		start := time.Now()
+		for b.Loop() {
+			if err := p.send(batch); err != nil {
+				b.Fatal(err)
+			}
+			sent += 32
+			for sent-got > inFlight {
+				got += uint64(p.take(true))
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for got < sent && time.Now().Before(deadline) {
+			got += uint64(p.take(true))
+		}
+		b.ReportMetric(float64(got)/time.Since(start).Seconds(), "packets/s")
+		if st := p.r.Stats(); st.KernelDrops != 0 {
+			b.Fatalf("packets lost: %+v", st)
+		}
+	})
+}
+
+// BenchmarkShmLatency: one op sends one 64-byte packet stamped with the
+// time and waits until the consumer has it: the one-way latency from Send
+// to the consumer's Peek, reader idle before each packet (so it includes
+// the wake-up in the waiting modes).
+func BenchmarkShmLatency(b *testing.B) {
+	benchPairs(b, func(b *testing.B, p pair) {
+		pkt := make([]byte, 64)
+		batch := [][]byte{pkt}
+		var sum, worst int64
+		n := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			binary.NativeEndian.PutUint64(pkt, uint64(time.Now().UnixNano()))
+			if err := p.send(batch); err != nil {
+				b.Fatal(err)
+			}
+			for {
+				if p.fill != nil {
+					p.fill()
+				} else if p.r.Peek(0) == nil {
+					_ = p.r.Wait(time.Millisecond)
+				}
+				if s := p.r.Peek(0); s != nil {
+					d := time.Now().UnixNano() - int64(binary.NativeEndian.Uint64(s.Data()))
+					sum += d
+					worst = max(worst, d)
+					n++
+					p.r.Release(1)
+					break
+				}
+			}
+		}
+		b.ReportMetric(float64(sum)/float64(max(n, 1)), "ns/one-way")
+		b.ReportMetric(float64(worst), "ns-max/one-way")
+	})
+}
