@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -68,6 +70,13 @@ type Reader struct {
 	// total is how many records the reader reads without Follow: those
 	// pending at the first; read counts them.
 	total, read uint64
+	st          jetstream.Stream
+	lastSeq     uint64      // the stream sequence of the last record read
+	resumes     int         // consumers started again (resume)
+	stopped     atomic.Bool // stopWait or Close: no resuming
+	// mu guards it against stopWait, from another goroutine, while
+	// resume replaces it.
+	mu sync.Mutex
 }
 
 // OpenReader opens a reader of one channel's archive. It returns an error
@@ -105,17 +114,51 @@ func OpenReader(ctx context.Context, cfg ReaderConfig) (*Reader, error) {
 		from := cfg.From
 		occ.DeliverPolicy, occ.OptStartTime = jetstream.DeliverByStartTimePolicy, &from
 	}
-	cons, err := st.OrderedConsumer(ctx, occ)
+	r.st = st
+	if err := r.consume(ctx, occ); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// consume starts the reader's ordered consumer.
+func (r *Reader) consume(ctx context.Context, occ jetstream.OrderedConsumerConfig) error {
+	cons, err := r.st.OrderedConsumer(ctx, occ)
 	if err != nil {
-		return nil, fmt.Errorf("archive: stream %s: reader of %s: %w", r.stream, r.subject, err)
+		return fmt.Errorf("archive: stream %s: reader of %s: %w", r.stream, r.subject, err)
 	}
 	// A few records in flight at a time (each up to RecordBytes): enough
 	// to keep the stream flowing, and far below what the server lets a
 	// client owe it before it drops it as a slow consumer.
 	if r.it, err = cons.Messages(jetstream.PullMaxMessages(readAhead)); err != nil {
-		return nil, fmt.Errorf("archive: stream %s: reader of %s: %w", r.stream, r.subject, err)
+		return fmt.Errorf("archive: stream %s: reader of %s: %w", r.stream, r.subject, err)
 	}
-	return r, nil
+	return nil
+}
+
+// maxResumes is how many times a reader starts its consumer again, after
+// the last record it read, when the consumer fails (a server restarted,
+// a cluster electing leaders, a client too slow for its heartbeats).
+const maxResumes = 5
+
+// resume starts the consumer again after the last record read; false if
+// it may not or cannot.
+func (r *Reader) resume() bool {
+	if r.stopped.Load() || r.resumes >= maxResumes || r.lastSeq == 0 {
+		return false
+	}
+	r.resumes++
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.it.Stop()
+	if r.stopped.Load() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{r.subject}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq: r.lastSeq + 1}
+	return whileElecting(ctx, func() error { return r.consume(ctx, occ) }) == nil
 }
 
 // Last returns the stream sequence of the last record the channel had when
@@ -130,14 +173,19 @@ func (r *Reader) Next() (Record, uint64, error) {
 		return Record{}, 0, io.EOF
 	}
 	msg, err := r.it.Next()
+	for err != nil && r.resume() {
+		msg, err = r.it.Next()
+	}
 	if err != nil {
-		return Record{}, 0, fmt.Errorf("archive: stream %s: reading %s: %w", r.stream, r.subject, err)
+		// Never io.EOF: that is the end of what was asked for.
+		return Record{}, 0, fmt.Errorf("archive: stream %s: reading %s after stream message %d: %v", r.stream, r.subject, r.lastSeq, err)
 	}
 	md, err := msg.Metadata()
 	if err != nil {
 		return Record{}, 0, fmt.Errorf("archive: stream %s: reading %s: %w", r.stream, r.subject, err)
 	}
 	seq := md.Sequence.Stream
+	r.lastSeq = seq
 	r.atTail = md.NumPending == 0
 	if r.total == 0 {
 		// What the stream holds for the subject is counted by its leader
@@ -167,12 +215,18 @@ func (r *Reader) Next() (Record, uint64, error) {
 func (r *Reader) AtTail() bool { return r.atTail }
 
 // stopWait ends a Next waiting for a record, from another goroutine.
-func (r *Reader) stopWait() { r.it.Stop() }
+func (r *Reader) stopWait() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped.Store(true)
+	r.it.Stop()
+}
 
 // Close stops the reader.
 func (r *Reader) Close() {
 	if !r.done {
 		r.done = true
+		r.stopped.Store(true)
 		r.it.Stop()
 	}
 }

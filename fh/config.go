@@ -8,6 +8,7 @@ import (
 	"github.com/tickcast/tickcast/ud/udp"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/tickcast/tickcast/recovery"
 	"github.com/tickcast/tickcast/ud"
 	"github.com/tickcast/tickcast/ud/rdma"
+	"github.com/tickcast/tickcast/ud/shm"
 )
 
 // Config is a feed handler's configuration. A zero field takes the default
@@ -189,6 +191,21 @@ type Config struct {
 	// ArchiveCompress has JetStream store the records compressed (S2).
 	ArchiveCompress bool
 
+	// SHM also writes every packet of line A, as sent (sealed), to a
+	// shared-memory ring per channel in SHMDir, for subscribers on this
+	// host (package ud/shm); multicast goes on as before.
+	SHM bool
+	// SHMDir is the ring files' directory; default shm.DefaultDir
+	// (/dev/shm).
+	SHMDir string
+	// SHMSlots is each ring's size in packets, a power of two: how far a
+	// local subscriber may fall behind before it loses packets; default
+	// shm.DefaultSlots.
+	SHMSlots int
+	// SHMMode is the ring files' permission; default shm.DefaultFileMode
+	// (0640: readers that wait on the ring need write permission, 0660).
+	SHMMode os.FileMode
+
 	// StoreMessages is the retransmission store limit per channel in
 	// messages; default 1,048,576.
 	StoreMessages int
@@ -283,6 +300,9 @@ func (c Config) withDefaults() Config {
 	config.Default(&c.MaxRetransmit, DefaultMaxRetransmit)
 	config.Default(&c.SourceName, "synthetic")
 	config.Default(&c.ArchiveDir, DefaultArchiveDir)
+	config.Default(&c.SHMDir, shm.DefaultDir)
+	config.Default(&c.SHMSlots, shm.DefaultSlots)
+	config.Default(&c.SHMMode, shm.DefaultFileMode)
 	if !c.GroupA.IsValid() {
 		c.GroupA = DefaultGroupA
 	}
@@ -403,6 +423,10 @@ func (c *Config) validateRecovery() error {
 		return invalid("ArchiveMaxAge", c.ArchiveMaxAge, "must not be negative (0: no limit)")
 	case c.ArchiveMaxBytes < 0:
 		return invalid("ArchiveMaxBytes", c.ArchiveMaxBytes, "must not be negative (0: no limit)")
+	case c.SHM && (c.SHMSlots < 1 || c.SHMSlots&(c.SHMSlots-1) != 0 || c.SHMSlots > shm.MaxSlots):
+		return invalid("SHMSlots", c.SHMSlots, "want a power of two up to %d", shm.MaxSlots)
+	case c.SHM && c.MaxDatagram > shm.MaxDatagramLimit:
+		return invalid("MaxDatagram", c.MaxDatagram, "a shared-memory ring (SHM) takes packets of at most %d bytes", shm.MaxDatagramLimit)
 	case c.Archive && c.NATSURL == "" && strings.TrimSpace(c.ArchiveDir) == "":
 		return invalid("ArchiveDir", c.ArchiveDir, "the embedded server's JetStream needs a directory for the archive")
 	}

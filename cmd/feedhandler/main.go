@@ -117,6 +117,9 @@ type Settings struct {
 	ArchiveMaxAge    time.Duration `flag:"archive-max-age" default:"0s" help:"with --archive, drop records older than this (0: keep them, up to --archive-max-bytes)"`
 	ArchiveMaxBytes  int64         `flag:"archive-max-bytes" default:"0" help:"with --archive, drop the oldest records beyond this many bytes (0: no limit but the disk's)"`
 	ArchiveCompress  bool          `flag:"archive-compress" help:"with --archive, have JetStream store the records compressed (S2)"`
+	SHM              bool          `flag:"shm" help:"also write every channel's packets, as sent (sealed), to a shared-memory ring per channel (--shm-dir/tickcast-FEED-CH) that subscribers on this host read with --transport shm, with no system call per packet; multicast goes on for other hosts (docs/operations.md, \"Transports and receive modes\")"`
+	SHMDir           string        `flag:"shm-dir" default:"/dev/shm" help:"with --shm, the directory of the ring files (tmpfs: /dev/shm)"`
+	SHMSlots         int           `flag:"shm-slots" default:"16384" help:"with --shm, each ring's size in packets (a power of two): how far a local subscriber may fall behind before it loses packets, each slot --max-datagram bytes"`
 	MetricsAddr      string        `flag:"metrics-addr" default:"127.0.0.1:9464" help:"serve Prometheus metrics on http://ADDR/metrics (empty: no metrics; port 0: a free port)"`
 	natsconn.Flags
 
@@ -186,6 +189,7 @@ var flagOf = map[string]string{
 	"MetricsAddr": "metrics-addr", "NATSLive": "nats-live", "NATSLiveAlways": "nats-live-always", "Line": "line", "SessionRecord": "session-record",
 	"PeerTimeout": "peer-timeout", "Archive": "archive", "ArchiveDir": "archive-dir", "ArchiveReplicas": "archive-replicas",
 	"ArchiveMaxAge": "archive-max-age", "ArchiveMaxBytes": "archive-max-bytes", "ArchiveCompress": "archive-compress",
+	"SHM": "shm", "SHMDir": "shm-dir", "SHMSlots": "shm-slots",
 }
 
 // flagOverrides are the flags whose default is not the default of the
@@ -250,7 +254,7 @@ func (s *Settings) config() (fh.Config, error) {
 		RepairWindow: s.RepairWindow, RecoveryQueue: s.RecoveryQueue, Watch: s.WatchGroups, MetricsAddr: s.MetricsAddr,
 		Line: s.Line, SessionRecord: s.SessionRecord, PeerTimeout: s.PeerTimeout,
 		Archive: s.Archive, ArchiveDir: s.ArchiveDir, ArchiveReplicas: s.ArchiveReplicas, ArchiveMaxAge: s.ArchiveMaxAge,
-		ArchiveMaxBytes: s.ArchiveMaxBytes, ArchiveCompress: s.ArchiveCompress,
+		ArchiveMaxBytes: s.ArchiveMaxBytes, ArchiveCompress: s.ArchiveCompress, SHM: s.SHM, SHMDir: s.SHMDir, SHMSlots: s.SHMSlots,
 	}
 	if _, _, live, _ := parseLiveSource(s.Source); live {
 		c.Rate = 0 // published as it arrives (validate refuses an explicit --rate)

@@ -77,7 +77,7 @@ func TestArchiveMergeLateStart(t *testing.T) {
 // has been seen to skip a message silently): the replay starts at the
 // packet holding it, and every message from there on is delivered once.
 func TestArchiveMergeFromPastPosition(t *testing.T) {
-	const count, from = 200_000, 20_000
+	const count, from = 400_000, 20_000
 	m := mergeRun{count: count, rate: 100_000, lateBy: 0.5, channels: 1,
 		subArgs: func(session string) []string {
 			return []string{"--replay-from", session + ":" + strconv.Itoa(from), "--format", "json"}

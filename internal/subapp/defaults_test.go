@@ -15,6 +15,7 @@ import (
 	"github.com/tickcast/tickcast/ud/faults"
 	"github.com/tickcast/tickcast/ud/natslive"
 	"github.com/tickcast/tickcast/ud/rdma"
+	"github.com/tickcast/tickcast/ud/shm"
 	"github.com/tickcast/tickcast/ud/udp"
 )
 
@@ -35,6 +36,8 @@ func libDefaults() libConfigs {
 			RepairBackoff: recovery.DefaultRepairBackoff},
 		UDP: udp.Config{Interface: netip.AddrFrom4([4]byte{127, 0, 0, 1}), Batch: udp.DefaultBatch,
 			RingSlots: udp.DefaultRingSlots, MaxDatagram: udp.DefaultMaxDatagram},
+		SHM: shm.Config{Dir: shm.DefaultDir, Slots: shm.DefaultSlots, MaxDatagram: shm.DefaultMaxDatagram, FileMode: shm.DefaultFileMode,
+			RingSlots: shm.DefaultRingSlots, CheckInterval: shm.DefaultCheckInterval},
 		RDMA: rdma.Config{RingSlots: rdma.DefaultRingSlots, SendSlots: rdma.DefaultSendSlots, Batch: rdma.DefaultBatch,
 			MaxInline: rdma.DefaultMaxInline, JoinTimeout: rdma.DefaultJoinTimeout},
 		NATSLive: natslive.Config{RingSlots: natslive.DefaultRingSlots, MaxDatagram: natslive.DefaultMaxDatagram,

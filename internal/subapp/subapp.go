@@ -44,6 +44,7 @@ import (
 	"github.com/tickcast/tickcast/ud/faults"
 	"github.com/tickcast/tickcast/ud/natslive"
 	"github.com/tickcast/tickcast/ud/rdma"
+	"github.com/tickcast/tickcast/ud/shm"
 	"github.com/tickcast/tickcast/ud/udp"
 	"golang.org/x/term"
 )
@@ -55,7 +56,8 @@ type Settings struct {
 	Symbols         []string      `flag:"symbols" default:"" help:"receive only these symbols, comma separated: join the channels carrying them and hand only their messages on (the others count as filtered)"`
 	Group           string        `flag:"group" default:"239.77.0.1:31001" help:"A-line group of channel 0, as the feed handler's"`
 	GroupB          string        `flag:"group-b" default:"" help:"B-line group of channel 0 (empty: A line only)"`
-	Transport       string        `flag:"transport" default:"udp" help:"udp (multicast), rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address) or nats (the feed handler's live NATS subjects, for hosts without multicast)"`
+	Transport       string        `flag:"transport" default:"udp" help:"udp (multicast), rdma (RDMA UD multicast; a binary built with -tags rdma, --iface the RDMA netdev's address) nats (the feed handler's live NATS subjects, for hosts without multicast) or shm (the shared-memory rings of a feed handler on this host started with --shm, in --shm-dir)"`
+	SHMDir          string        `flag:"shm-dir" default:"/dev/shm" help:"with --transport shm, the directory of the feed handler's ring files (its --shm-dir)"`
 	Iface           string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to join on"`
 	ListDevices     bool          `flag:"list-devices" help:"print this host's RDMA devices (ports and their state, link layer, netdevs, NUMA node, whether port counters exist) and the device --iface leads to, then exit 0; built into every binary, with or without -tags rdma"`
 	Mode            string        `flag:"mode" default:"auto" help:"receive mode (udp and rdma; see docs/operations.md): auto (direct with udp, blocking with rdma or with --conflate), direct (the handler's goroutine waits in one epoll_wait over every line's socket, or with rdma every line's completion channel, and receives itself; no hand-off between threads), direct-spin (the same goroutine polls every socket or completion queue in turn, one core for the whole subscriber), blocking (a receive thread per line sleeps in the kernel and wakes the handler) or busy-poll (a receive thread per line spins, one core each)"`
@@ -331,8 +333,12 @@ func (s *Settings) groups() (group, groupB netip.AddrPort, err error) {
 		if !rdma.Available {
 			return group, groupB, cliconf.Invalid("transport", "%v", rdma.ErrNotBuilt)
 		}
+	case "shm":
+		if groupB.IsValid() {
+			return group, groupB, cliconf.Invalid("group-b", "%q: a shared-memory ring is one copy of line A; --transport shm has no B line", s.GroupB)
+		}
 	default:
-		return group, groupB, cliconf.Invalid("transport", "%q: want udp, rdma or nats", s.Transport)
+		return group, groupB, cliconf.Invalid("transport", "%q: want udp, rdma, nats or shm", s.Transport)
 	}
 	return group, groupB, nil
 }
@@ -465,6 +471,7 @@ type libConfigs struct {
 	UDP        udp.Config
 	RDMA       rdma.Config
 	NATSLive   natslive.Config
+	SHM        shm.Config
 	Faults     faults.Config
 }
 
@@ -485,6 +492,10 @@ var flagOverrides = map[string]string{
 		"one flag sizes every transport's ring",
 	"rdma.Config.RingSlots":     "--ring-slots 8192, as for udp: one flag sizes every transport's ring",
 	"natslive.Config.RingSlots": "--ring-slots 8192, as for udp: one flag sizes every transport's ring",
+	"shm.Config.RingSlots":      "--ring-slots 8192, as for udp: one flag sizes every transport's ring",
+	"shm.Config.Feed":           "--feed-name names the feed handler's rings (tickcast-FEED-CH); the library requires it of the hooks and has no default",
+	"shm.Config.CPU":            "--cpu -1 pins nothing unless asked; the library's zero value pins a busy-poll thread to CPU 0",
+	"shm.Config.Mode":           "--mode auto follows the ring in direct mode, as udp: the consumer's goroutine copies from the ring, and sleeps on the ring's futex when idle",
 	"natslive.Config.MaxDatagram": "--max-datagram 1472 is the feed handler's default, and one flag sizes every transport's slots; " +
 		"natslive's 9000 is for a caller that does not know the publisher's datagram size",
 }
@@ -495,6 +506,7 @@ var flagOverrides = map[string]string{
 func (s *Settings) libConfigs(p plan) libConfigs {
 	udpMode, _ := s.receiveMode("udp") // plan checked that --mode parses
 	rdmaMode, _ := s.receiveMode("rdma")
+	shmMode, _ := s.receiveMode("shm")
 	return libConfigs{
 		Subscriber: tickcast.SubscriberConfig{
 			Channels: s.Channels, Join: p.join, Symbols: s.Symbols, GroupA: p.group, GroupB: p.groupB,
@@ -508,7 +520,9 @@ func (s *Settings) libConfigs(p plan) libConfigs {
 			RingSlots: s.RingSlots, Mode: udpMode, CPU: s.CPU, Backoff: p.backoff, GRO: s.GRO},
 		RDMA:     rdma.Config{Interface: p.iface, RingSlots: s.RingSlots, Mode: rdmaMode, CPU: s.CPU},
 		NATSLive: natslive.Config{RingSlots: s.RingSlots, MaxDatagram: s.MaxDatagram},
-		Faults:   s.faultsConfig(),
+		SHM: shm.Config{Dir: s.SHMDir, Feed: s.FeedName, RingSlots: s.RingSlots, MaxDatagram: s.MaxDatagram, Mode: shmMode,
+			CPU: s.CPU, Backoff: p.backoff},
+		Faults: s.faultsConfig(),
 	}
 }
 
@@ -530,6 +544,8 @@ func (a *App) receivers(lib libConfigs) ud.NewReceiverFunc {
 		cfg := lib.RDMA
 		cfg.Logger = slog.New(zerolog.NewSlogHandler(a.log))
 		return rdma.Receivers(cfg)
+	case "shm":
+		return shm.Receivers(lib.SHM)
 	}
 	return udp.Receivers(lib.UDP)
 }
