@@ -115,10 +115,31 @@ type latEnv struct {
 	subscriber  string
 	prefix      string // peer name prefix of the tickcast runs: tickcastPrefix or baselinePrefix
 	external    bool   // tickcast runs: a nats-server process of their own, not the embedded server
+	shm         bool   // tickcast runs: through the feed handler's shared-memory rings (deploySHM)
 	liveSub     bool   // tickcast runs: a live NATS subscriber too
 	size        int    // payload bytes: tickcast's one-message packet
 	outdir      string
 	timeout     time.Duration
+}
+
+// deploy names the deployment of env's tickcast runs.
+func (env latEnv) deploy() string {
+	switch {
+	case env.external:
+		return deployExternal
+	case env.shm:
+		return deploySHM
+	}
+	return deployEmbedded
+}
+
+// shmBenchDir is where the shm deployment's rings go: the host's tmpfs,
+// or the temporary directory without one.
+func shmBenchDir() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
 }
 
 // runArgs are one run's parameters.
@@ -373,12 +394,10 @@ func tickcastLatArgs(g, mode string, channels int, rate float64, count uint64, h
 // env.external, a nats-server process of the run's own; with env.liveSub
 // also a subscriber on the live NATS subjects.
 func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) latRun {
-	peer := tickcastPeer(env.prefix, env.external, mode)
+	peer := tickcastPeer(env.prefix, env.deploy(), mode)
 	r := latRun{Round: a.round, Channels: a.channels, Rate: a.rate, Peer: peer, Class: classOf(mode), Hgrm: a.hgrm(env, peer),
 		Deploy: deployEmbedded}
-	if env.external {
-		r.Deploy = deployExternal
-	}
+	r.Deploy = env.deploy()
 	if env.prefix == baselinePrefix {
 		r.Hgrm = "" // an older subscriber may not write histograms
 	}
@@ -413,6 +432,16 @@ func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) lat
 			defer live.kill()
 		}
 		subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), mode, a.channels, a.rate, a.count, r.Hgrm, ns)
+		if env.shm {
+			// Rings of the run's own, in a directory removed after it.
+			dir, err := os.MkdirTemp(shmBenchDir(), "tickbench-shm-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			subArgs = append(subArgs, "--transport", "shm", "--shm-dir", dir)
+			fhArgs = append(fhArgs, "--shm", "--shm-dir", dir)
+		}
 		sub, err := startReady(ctx, "subscriber", env.timeout, []string{env.subscriber}, subArgs, `"message":"subscribed"`, 10*time.Second)
 		if err != nil {
 			return err
@@ -566,16 +595,19 @@ func latPeers(ctx context.Context, s latSettings, env latEnv, modes []string, ba
 	}
 	for _, d := range s.deploys {
 		e := env
-		e.external = d == deployExternal
+		e.external, e.shm = d == deployExternal, d == deploySHM
 		for _, m := range modes {
-			peers = append(peers, latPeer{tickcastPeer(e.prefix, e.external, m), func(a runArgs) latRun { return runTickcastLat(ctx, e, m, a) }})
+			peers = append(peers, latPeer{tickcastPeer(e.prefix, d, m), func(a runArgs) latRun { return runTickcastLat(ctx, e, m, a) }})
 		}
 	}
 	for _, d := range s.deploys {
 		e := baseEnv
-		e.external = d == deployExternal
+		e.external, e.shm = d == deployExternal, d == deploySHM
+		if e.shm {
+			continue // the baseline may have no shared-memory transport
+		}
 		for _, m := range baseModes {
-			peers = append(peers, latPeer{tickcastPeer(e.prefix, e.external, m), func(a runArgs) latRun { return runTickcastLat(ctx, e, m, a) }})
+			peers = append(peers, latPeer{tickcastPeer(e.prefix, d, m), func(a runArgs) latRun { return runTickcastLat(ctx, e, m, a) }})
 		}
 	}
 	return append(peers, latPeer{"nats", func(a runArgs) latRun { return runNATSLat(ctx, env, a) }})

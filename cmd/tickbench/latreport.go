@@ -229,6 +229,8 @@ func peerOrder(p string) int {
 			return 10 + i
 		case tickcastPrefix + externalInfix + m:
 			return 15 + i
+		case tickcastPrefix + shmInfix + m:
+			return 30 + i
 		case baselinePrefix + m:
 			return 20 + i
 		case baselinePrefix + externalInfix + m:
@@ -808,6 +810,8 @@ func deployNote(deploys []string, live bool) string {
 			parts = append(parts, "embedded (the feed handler's own NATS server; tickcast-MODE)")
 		case deployExternal:
 			parts = append(parts, "external (a nats-server process, --nats-url, recovery and live copy on; tickcast-ext-MODE)")
+		case deploySHM:
+			parts = append(parts, "shm (the embedded NATS server, the packets through the feed handler's shared-memory rings: feedhandler --shm, subscriber --transport shm; tickcast-shm-MODE)")
 		}
 	}
 	s := strings.Join(parts, ", ")

@@ -182,7 +182,8 @@ func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&ls.baseline, "baseline", "", "latency and day: also run the feed handler and subscriber of this git revision (e.g. a commit before a change), as peers baseline-MODE (day: baseline), in the same rounds")
 	fs.StringVar(&f.markdown, "markdown", "", "latency and day: also write the report as Markdown to this file (BENCHMARKS.md)")
 	fs.StringVar(&f.deploy, "deploy", "embedded,external", "latency: NATS deployments of the tickcast (and baseline) peers, comma separated: "+
-		"embedded (the feed handler's own server, peers tickcast-MODE) and external (a nats-server process and --nats-url, as docker-compose.yml deploys it, peers tickcast-ext-MODE)")
+		"embedded (the feed handler's own server, peers tickcast-MODE), external (a nats-server process and --nats-url, as docker-compose.yml deploys it, peers tickcast-ext-MODE) "+
+		"and shm (the embedded server, the packets through the feed handler's shared-memory rings to a subscriber on this host: feedhandler --shm, subscriber --transport shm, peers tickcast-shm-MODE)")
 	fs.StringVar(&f.floors, "floors", "blocking,busy-poll", "latency: receive modes of the raw floor, comma separated (peers floor-blocking, floor-busy-poll)")
 	fs.BoolVar(&ls.liveSub, "live-sub", false, "latency: run a subscriber on the live NATS subjects (--transport nats) beside every tickcast subscriber")
 	fs.BoolVar(&ls.tail, "tail", false, "latency: the tail preset: rates 10k,100k,300k, channels 1,4, 30 s runs, 5 rounds, both deployments, "+

@@ -22,7 +22,14 @@ import (
 const (
 	deployEmbedded = "embedded" // the feed handler's embedded NATS server: tickcast-MODE
 	deployExternal = "external" // a nats-server process, --nats-url on both programs: tickcast-ext-MODE
+	// deploySHM: the embedded NATS server, and the packets through the
+	// feed handler's shared-memory rings (feedhandler --shm, subscriber
+	// --transport shm): tickcast-shm-MODE.
+	deploySHM = "shm"
 )
+
+// shmInfix marks the peers of the shm deployment.
+const shmInfix = "shm-"
 
 // Phases of a run: the whole of it, its first second (from the first
 // message received) and the rest.
@@ -38,9 +45,12 @@ const liveGrace = 5 * time.Second
 
 // tickcastPeer is the name of a tickcast or baseline peer (prefix) in mode
 // and deployment.
-func tickcastPeer(prefix string, external bool, mode string) string {
-	if external {
+func tickcastPeer(prefix, deploy string, mode string) string {
+	switch deploy {
+	case deployExternal:
 		return prefix + externalInfix + mode
+	case deploySHM:
+		return prefix + shmInfix + mode
 	}
 	return prefix + mode
 }
@@ -304,7 +314,7 @@ func tailRatios(runs []latRun) []tailRatio {
 func peerMode(peer string) string {
 	for _, p := range []string{tickcastPrefix, baselinePrefix} {
 		if m, ok := strings.CutPrefix(peer, p); ok {
-			return strings.TrimPrefix(m, externalInfix)
+			return strings.TrimPrefix(strings.TrimPrefix(m, externalInfix), shmInfix)
 		}
 	}
 	return peer
@@ -411,7 +421,7 @@ func (ls *latSettings) parseTail(deploy, floors string, set map[string]bool) err
 	if ls.tail && ls.quick {
 		return fmt.Errorf("--tail with --quick: the preset and the smoke test exclude each other")
 	}
-	if ls.deploys, err = parseChoices("deploy", deploy, deployEmbedded, deployExternal); err != nil {
+	if ls.deploys, err = parseChoices("deploy", deploy, deployEmbedded, deployExternal, deploySHM); err != nil {
 		return err
 	}
 	if ls.floors, err = parseChoices("floors", floors, "blocking", "busy-poll"); err != nil {

@@ -155,10 +155,12 @@ func TestNATSSideArgs(t *testing.T) {
 	if !strings.Contains(live, "--transport nats --nats-url nats://127.0.0.1:4999 --channels 4") || !strings.Contains(live, "--recovery=false") {
 		t.Errorf("live subscriber %q", live)
 	}
-	if tickcastPeer(tickcastPrefix, true, "direct") != "tickcast-ext-direct" || tickcastPeer(baselinePrefix, false, "blocking") != "baseline-blocking" {
+	if tickcastPeer(tickcastPrefix, deployExternal, "direct") != "tickcast-ext-direct" || tickcastPeer(baselinePrefix, deployEmbedded, "blocking") != "baseline-blocking" ||
+		tickcastPeer(tickcastPrefix, deploySHM, "direct-spin") != "tickcast-shm-direct-spin" {
 		t.Error("peer names")
 	}
-	for peer, mode := range map[string]string{"tickcast-ext-direct-spin": "direct-spin", "baseline-busy-poll": "busy-poll", "baseline-ext-direct": "direct"} {
+	for peer, mode := range map[string]string{"tickcast-ext-direct-spin": "direct-spin", "baseline-busy-poll": "busy-poll", "baseline-ext-direct": "direct",
+		"tickcast-shm-direct": "direct"} {
 		if got := peerMode(peer); got != mode {
 			t.Errorf("peerMode(%s) = %s, want %s", peer, got, mode)
 		}
