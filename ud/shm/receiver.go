@@ -313,6 +313,21 @@ func (r *Receiver) Err() error {
 	return r.err
 }
 
+// noRingCheck is how often a receiver with no ring looks for one: a
+// writer's first packets wait no longer than this for a reader started
+// before it. A stat(2) a millisecond costs nothing measurable.
+const noRingCheck = time.Millisecond
+
+// checkInterval is how often the owner checks the ring file: every
+// Config.CheckInterval while it follows a ring, every noRingCheck while it
+// waits for one. Owner only.
+func (r *Receiver) checkInterval() int64 {
+	if r.m == nil {
+		return min(r.interval, int64(noRingCheck))
+	}
+	return r.interval
+}
+
 // maintain checks the mapped file and the path: a file deleted or
 // truncated under the reader, a new ring at the path (a writer restarted),
 // a ring that appeared. Owner only; it makes system calls, so the copying
@@ -508,7 +523,7 @@ func (r *Receiver) run(started chan<- error) {
 	polls := 0
 	for !r.closed.Load() {
 		now := time.Now().UnixNano()
-		if now-r.lastCheck >= r.interval {
+		if now-r.lastCheck >= r.checkInterval() {
 			r.maintain(now)
 		}
 		if r.fill(now) > 0 {
@@ -543,7 +558,7 @@ func (r *Receiver) run(started chan<- error) {
 func (r *Receiver) sleepOwner(ts *unix.Timespec) {
 	m := r.m
 	if m == nil || m.sleeping == nil {
-		d := time.Duration(r.interval)
+		d := time.Duration(r.checkInterval())
 		if m != nil {
 			d = ud.BackoffSleep
 		}
@@ -588,7 +603,7 @@ func (r *Receiver) Fill() int {
 		return 0
 	}
 	now := time.Now().UnixNano()
-	if now-r.lastCheck >= r.interval {
+	if now-r.lastCheck >= r.checkInterval() {
 		r.maintain(now)
 	}
 	n := r.fill(now)
@@ -666,7 +681,11 @@ func (r *Receiver) waker() {
 			return
 		}
 		if m == nil || m.sleeping == nil {
-			timer.Reset(time.Duration(r.interval))
+			d := time.Duration(r.interval)
+			if m == nil {
+				d = noRingCheck // a ring may appear any moment
+			}
+			timer.Reset(d)
 			select {
 			case <-r.quit:
 			case <-timer.C:
