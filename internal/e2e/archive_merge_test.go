@@ -77,8 +77,10 @@ func TestArchiveMergeLateStart(t *testing.T) {
 // has been seen to skip a message silently): the replay starts at the
 // packet holding it, and every message from there on is delivered once.
 func TestArchiveMergeFromPastPosition(t *testing.T) {
+	// 8 s of feed: the subscriber prints every message (to find the
+	// first), and must still catch up with the live stream before its end.
 	const count, from = 400_000, 20_000
-	m := mergeRun{count: count, rate: 100_000, lateBy: 0.5, channels: 1,
+	m := mergeRun{count: count, rate: 50_000, lateBy: 0.5, channels: 1,
 		subArgs: func(session string) []string {
 			return []string{"--replay-from", session + ":" + strconv.Itoa(from), "--format", "json"}
 		}}
