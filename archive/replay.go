@@ -372,7 +372,14 @@ func (r *ReplayReceiver) deliver(h mold.Header, p []byte) error {
 // unseal opens p in place with the key of its epoch, derived from the
 // session's key record when first needed.
 func (r *ReplayReceiver) unseal(sch *seal.Schedule, p []byte) ([]byte, error) {
-	out, err := r.open.Open(p)
+	return openSealed(&r.open, sch, p)
+}
+
+// openSealed opens sealed packet p in place with *keys, adding to them the
+// key of p's epoch, derived from the session's key record (sch), when it
+// is not held yet.
+func openSealed(keys **seal.Keys, sch *seal.Schedule, p []byte) ([]byte, error) {
+	out, err := (*keys).Open(p)
 	var se *seal.Error
 	if err == nil || !errors.As(err, &se) || !errors.Is(err, seal.ErrUnknownEpoch) {
 		return out, err
@@ -390,8 +397,8 @@ func (r *ReplayReceiver) unseal(sch *seal.Schedule, p []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.open = r.open.With(sch.Session(), []*seal.Key{k})
-	return r.open.Open(p)
+	*keys = (*keys).With(sch.Session(), []*seal.Key{k})
+	return (*keys).Open(p)
 }
 
 // pacer spaces packets at their recorded times divided by speed.

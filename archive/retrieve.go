@@ -169,26 +169,7 @@ func (r *Retriever) open(ch int, s mold.Session, p []byte) ([]byte, error) {
 	if sch == nil {
 		return p, nil
 	}
-	out, err := c.open.Open(p)
-	var se *seal.Error
-	if err == nil || !errors.As(err, &se) || !errors.Is(err, seal.ErrUnknownEpoch) {
-		return out, err
-	}
-	kb, err := sch.KeyBytes(se.Epoch)
-	if err != nil {
-		return nil, err
-	}
-	var k *seal.Key
-	if sch.Encrypts() {
-		k, err = seal.NewEncryptingKey(se.Epoch, kb)
-	} else {
-		k, err = seal.NewKey(se.Epoch, kb)
-	}
-	if err != nil {
-		return nil, err
-	}
-	c.open = c.open.With(s, []*seal.Key{k})
-	return c.open.Open(p)
+	return openSealed(&c.open, sch, p)
 }
 
 // find returns the stream sequence of the record of subj holding message
