@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -116,6 +117,7 @@ type latEnv struct {
 	prefix      string // peer name prefix of the tickcast runs: tickcastPrefix or baselinePrefix
 	external    bool   // tickcast runs: a nats-server process of their own, not the embedded server
 	shm         bool   // tickcast runs: through the feed handler's shared-memory rings (deploySHM)
+	noSHM       bool   // the programs have no shared-memory transport (a baseline from before it)
 	liveSub     bool   // tickcast runs: a live NATS subscriber too
 	size        int    // payload bytes: tickcast's one-message packet
 	outdir      string
@@ -204,6 +206,14 @@ func detectModes(ctx context.Context, subscriber string, want []string) (modes, 
 		}
 	}
 	return modes, notes, nil
+}
+
+// hasFlag reports whether program --help lists flag.
+func hasFlag(ctx context.Context, program, flag string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, program, "--help").CombinedOutput()
+	return regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(flag) + `\b`).Match(out)
 }
 
 // modeHelp returns the help text of the --mode setting in a usage text.
@@ -573,6 +583,10 @@ func setupBaseline(ctx context.Context, s latSettings, env latEnv, dir string, p
 	if err != nil {
 		return latEnv{}, nil, err
 	}
+	if slices.Contains(s.deploys, deploySHM) && !hasFlag(ctx, baseEnv.subscriber, "--shm-dir") {
+		baseEnv.noSHM = true
+		notes = append(notes, "deployment shm skipped: subscriber --help has no --shm-dir")
+	}
 	for _, n := range notes {
 		fmt.Fprintf(progress, "tickbench: note: baseline: %s\n", n)
 	}
@@ -603,8 +617,8 @@ func latPeers(ctx context.Context, s latSettings, env latEnv, modes []string, ba
 	for _, d := range s.deploys {
 		e := baseEnv
 		e.external, e.shm = d == deployExternal, d == deploySHM
-		if e.shm {
-			continue // the baseline may have no shared-memory transport
+		if e.shm && e.noSHM {
+			continue
 		}
 		for _, m := range baseModes {
 			peers = append(peers, latPeer{tickcastPeer(e.prefix, d, m), func(a runArgs) latRun { return runTickcastLat(ctx, e, m, a) }})

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -269,7 +270,10 @@ func runFanout(ctx context.Context, env latEnv, s latSettings, round, k int) []f
 	n := strconv.FormatUint(s.fanCount, 10)
 	one("floor", func(r *fanRun) error { return fanFloor(ctx, env, k, n, r) })
 	one(peerNATS, func(r *fanRun) error { return fanNATS(ctx, env, k, n, r) })
-	one("tickcast-direct", func(r *fanRun) error { return fanTickcast(ctx, env, k, s.fanCount, r) })
+	one("tickcast-direct", func(r *fanRun) error { return fanTickcast(ctx, env, k, s.fanCount, false, r) })
+	if slices.Contains(s.deploys, deploySHM) {
+		one("tickcast-shm-direct", func(r *fanRun) error { return fanTickcast(ctx, env, k, s.fanCount, true, r) })
+	}
 	return out
 }
 
@@ -359,7 +363,7 @@ func fanNATS(ctx context.Context, env latEnv, k int, n string, r *fanRun) error 
 
 // fanTickcast runs tickcast's fan-out: k subscribers in direct mode and
 // the feed handler unpaced, its messages pre-generated.
-func fanTickcast(ctx context.Context, env latEnv, k int, count uint64, r *fanRun) error {
+func fanTickcast(ctx context.Context, env latEnv, k int, count uint64, shm bool, r *fanRun) error {
 	group, port, err := freshGroup(77, 1)
 	if err != nil {
 		return err
@@ -368,6 +372,16 @@ func fanTickcast(ctx context.Context, env latEnv, k int, count uint64, r *fanRun
 	subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), "direct", 1, 0, count, "", ns)
 	// Pre-generated messages, as the other senders generate nothing.
 	fhArgs = append(fhArgs, "--pregenerate")
+	if shm {
+		// The feed handler's rings, in a directory of the run's own.
+		dir, err := os.MkdirTemp(shmBenchDir(), "tickbench-shm-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		subArgs = append(subArgs, "--transport", "shm", "--shm-dir", dir)
+		fhArgs = append(fhArgs, "--shm", "--shm-dir", dir)
+	}
 	subs, err := startReceivers(ctx, env, k, "subscriber", []string{env.subscriber}, subArgs, `"message":"subscribed"`)
 	defer killAll(subs)
 	if err != nil {
