@@ -26,10 +26,22 @@ import (
 // that became readable (Ready) for the consumer to receive from. Nothing
 // wakes between the datagram's arrival and the consumer: the kernel wakes
 // the consumer's thread itself.
+//
+// Receivers whose datagrams arrive in memory shared with their writer
+// (ud/shm) register with WatchFutex instead: the Notifier then sleeps in one
+// futex_waitv over their futex words and a word of its own, which Signal
+// wakes, so the writer's wake reaches the consumer's thread with nothing in
+// between. A Notifier watches descriptors or futexes, not both.
 type Notifier struct {
 	waiting atomic.Bool
 	wake    chan struct{}
 	timer   *time.Timer
+
+	// Futex mode (WatchFutex): set up before the consumer starts.
+	futexes []FutexSource
+	fwait   []futexWaitv // the kernel's view: [0] is sig, then one per armed source
+	sig     atomic.Uint32
+	futexOn atomic.Bool
 
 	// Set up by the first Watch; consumer only afterwards, but for evfd,
 	// which Signal reads under evMu.
@@ -56,6 +68,9 @@ const wakeData = 1<<31 - 1
 // arrived before the first Wait is received. Call it before the consumer
 // starts; the caller keeps fd open until the Notifier is closed.
 func (n *Notifier) Watch(fd int) (int, error) {
+	if len(n.futexes) > 0 {
+		return 0, fmt.Errorf("ud: fd %d: this notifier waits on shared-memory futexes and cannot also wait on descriptors; use one transport per subscriber", fd)
+	}
 	if n.epfd < 0 {
 		ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 		if err != nil {
@@ -130,6 +145,11 @@ func (n *Notifier) Close() {
 // answers) call it too.
 func (n *Notifier) Signal() {
 	if n.waiting.Load() {
+		if n.futexOn.Load() {
+			n.sig.Add(1)
+			futexWakePrivate(&n.sig)
+			return
+		}
 		// Only while the consumer sleeps: the lock costs nothing on the
 		// busy path.
 		n.evMu.RLock()
@@ -154,6 +174,9 @@ func (n *Notifier) Signal() {
 // closed; with watched descriptors, done is noticed within the timeout.
 // Consumer only.
 func (n *Notifier) Wait(timeout time.Duration, done <-chan struct{}, poll func() int) bool {
+	if len(n.futexes) > 0 {
+		n.fwait[0].val = uint64(n.sig.Load()) // before waiting: a Signal from now on changes sig
+	}
 	n.waiting.Store(true)
 	defer n.waiting.Store(false)
 	if poll() > 0 {
@@ -161,6 +184,9 @@ func (n *Notifier) Wait(timeout time.Duration, done <-chan struct{}, poll func()
 	}
 	if n.epfd >= 0 {
 		return n.epollWait(timeout, done)
+	}
+	if len(n.futexes) > 0 {
+		return n.futexWait(timeout, done)
 	}
 	n.timer.Reset(timeout)
 	defer n.timer.Stop()

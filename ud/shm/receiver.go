@@ -86,7 +86,12 @@ type Receiver struct {
 	done   chan struct{} // closed when the receive loop returned
 	fillMu sync.Mutex    // Fill and Wait (Direct, DirectSpin) against Close
 
-	// Direct with a Notifier: the waker goroutine.
+	// Direct with a Notifier that sleeps on the ring's futex itself
+	// (ud.Notifier.WatchFutex): the ring this receiver registered in,
+	// between Arm and Disarm. Under fillMu.
+	armed *ring
+
+	// Direct with a Notifier that cannot: the waker goroutine.
 	filled     atomic.Uint64 // next, as of the last Fill
 	wakerWants atomic.Bool   // the waker waits for Fill to move filled
 	progress   chan struct{}
@@ -102,6 +107,7 @@ var (
 	_ ud.Receiver     = (*Receiver)(nil)
 	_ ud.Filler       = (*Receiver)(nil)
 	_ ud.RingReporter = (*Receiver)(nil)
+	_ ud.FutexSource  = (*Receiver)(nil)
 )
 
 // NewReceiver maps the ring Config.Path and follows it from the writer's
@@ -149,10 +155,13 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		r.setErr(err, false)
 		r.attached = true // the ring that appears is read from its start
 	}
-	if c.Mode == Direct && c.Notifier != nil {
-		go r.waker()
-	} else {
+	switch {
+	case c.Mode != Direct || c.Notifier == nil:
 		close(r.wakerDone)
+	case c.Notifier.WatchFutex(r) == nil:
+		close(r.wakerDone) // the consumer sleeps on the futex itself
+	default:
+		go r.waker()
 	}
 	if !c.Mode.Threaded() {
 		close(r.done)
@@ -283,6 +292,9 @@ func (r *Receiver) detach() {
 	m := r.m
 	if m == nil {
 		return
+	}
+	if r.armed == m {
+		r.armed = nil
 	}
 	if r.waiter >= 0 {
 		m.sleeping.And(^(uint64(1) << r.waiter))
@@ -654,6 +666,49 @@ func (r *Receiver) Wait(timeout time.Duration) error {
 		return ud.ErrClosed
 	}
 	return nil
+}
+
+// Arm registers the consumer, about to sleep in its Notifier, as a waiter
+// on the ring and returns the futex word to sleep on (ud.FutexSource): the
+// waiting handshake of sleep, with the Notifier doing the sleeping. It is
+// Ready when packets wait, copied or not yet; with no ring mapped it asks
+// to be looked at again within noRingCheck. Consumer only.
+func (r *Receiver) Arm() ud.FutexArm {
+	r.fillMu.Lock()
+	defer r.fillMu.Unlock()
+	if r.ring.Len() > 0 {
+		return ud.FutexArm{Ready: true}
+	}
+	if r.closed.Load() {
+		return ud.FutexArm{} // nothing will come; Wait reports ErrClosed
+	}
+	m := r.m
+	if m == nil || m.sleeping == nil {
+		return ud.FutexArm{Max: time.Duration(r.checkInterval())}
+	}
+	if m.closed() {
+		// The writer ended: nothing wakes this ring any more, but a
+		// new one may replace it, which the next check finds.
+		return ud.FutexArm{Max: time.Duration(r.interval)}
+	}
+	m.sleeping.Or(uint64(1) << r.waiter)
+	r.armed = m
+	w := m.pos.Load()
+	if w != r.next {
+		return ud.FutexArm{Ready: true}
+	}
+	r.syscalls.Add(1)
+	return ud.FutexArm{Word: m.futex, Val: uint32(w), Max: time.Duration(r.interval)}
+}
+
+// Disarm withdraws what Arm registered (ud.FutexSource). Consumer only.
+func (r *Receiver) Disarm() {
+	r.fillMu.Lock()
+	defer r.fillMu.Unlock()
+	if m := r.armed; m != nil {
+		m.sleeping.And(^(uint64(1) << r.waiter))
+		r.armed = nil
+	}
 }
 
 // waker is the goroutine of a Direct receiver with a Notifier. The
