@@ -75,12 +75,17 @@
 //   - BusyPoll: the receive goroutine spins on the position from a locked
 //     thread (ud.LockThread, ud.Spinner), as ud/udp's does.
 //   - Direct: no receive goroutine: the consumer copies with Fill. With a
-//     Notifier, which sleeps in epoll_wait or on a channel where a futex
-//     cannot reach it, a small waker goroutine sleeps on the futex while
-//     the consumer has taken everything, and signals the Notifier when the
-//     writer publishes; it then waits for the consumer's next Fill before
-//     it sleeps again, so a busy ring costs the writer no wake-ups. Without
-//     a Notifier, Wait sleeps on the futex on the consumer's own thread.
+//     Notifier, the receiver registers with it (ud.Notifier.WatchFutex):
+//     when the consumer has taken everything, the Notifier arms every ring
+//     it watches (the receiver sets its bit and checks the position once
+//     more, Arm) and sleeps in one futex_waitv over the rings' futex words
+//     and its own, which a recovery answer's Signal wakes. The writer's wake
+//     reaches the consumer's thread with nothing in between, and the bits
+//     are cleared as soon as it wakes (Disarm), so a busy ring costs the
+//     writer no wake-ups. On a kernel without futex_waitv (before Linux
+//     5.16) a small waker goroutine sleeps on the futex instead and signals
+//     the Notifier: two wake-ups. Without a Notifier, Wait sleeps on the
+//     futex on the consumer's own thread.
 //   - DirectSpin: the consumer copies with Fill and never sleeps.
 //
 // The waiting modes (Blocking, Direct) map the header page read-write to
