@@ -88,9 +88,9 @@ type Config struct {
 	// (Direct, DirectSpin).
 	Mode ud.Mode
 	// Notifier, if set, is signalled after every batch a Blocking or
-	// BusyPoll Receiver publishes. A Direct Receiver signals it when the
-	// writer publishes while the consumer has taken everything (see the
-	// package doc).
+	// BusyPoll Receiver publishes. A Direct Receiver registers with it
+	// (ud.Notifier.WatchFutex), so that the consumer sleeps in it on the
+	// ring's futex (see the package doc).
 	Notifier *ud.Notifier
 	// SpinPolls is how many empty polls in a row a Blocking receive loop
 	// makes before it waits on the futex: spin, then wait. Zero waits at

@@ -21,8 +21,9 @@
 //     is the next packet's index), the futex word (the position's low 32
 //     bits) and the closed flag;
 //   - on the readers' cache line: the sleeping mask, one bit per reader
-//     about to sleep on the futex, and a table of 64 waiter slots, each
-//     holding the pid of the process whose reader owns that bit.
+//     about to sleep on the futex, the highest position a reader went to
+//     sleep at (armed), and a table of 64 waiter slots, each holding the
+//     pid of the process whose reader owns that bit.
 //
 // A slot holds a sequence word, the packet's length and the packet. Packet
 // i lives in slot i mod Slots; its sequence word is 2i+1 while the writer
@@ -46,9 +47,14 @@
 // a reader sleeps does it make a system call, FUTEX_WAKE. This is ud.Ring's
 // waiting handshake across processes: a reader sets its bit and then loads
 // the position, the writer stores the position and then loads the mask, so
-// either the writer sees the bit or the reader sees the packet. The writer
-// reads nothing else of the readers, and never waits for one. Close sets
-// the closed flag and wakes every sleeper; the file stays for readers to
+// either the writer sees the bit or the reader sees the packet. A reader
+// about to sleep also raises armed to the position it sleeps at, and the
+// writer wakes only if armed has reached the position of its previous wake:
+// the readers that wake took off the futex are not woken again while they
+// get going (their bits still set), so a writer faster than its readers'
+// wake-ups makes one wake per sleep, not one per Send. The writer reads
+// nothing else of the readers, and never waits for one. Close sets the
+// closed flag and wakes every sleeper; the file stays for readers to
 // drain.
 //
 // # Reader
@@ -92,8 +98,9 @@
 // register as waiters, and need write permission on the ring file; the spin
 // modes only read. A reader claims a waiter slot when it maps a ring and
 // frees it when it unmaps; a reader killed while it slept leaves its bit
-// set, which costs the writer a futex wake per Send until the next reader
-// to map the ring finds that pid gone and frees the slot.
+// set, which costs the writer one more futex wake (see Writer), and its
+// slot is freed by the next reader to map the ring, which finds that pid
+// gone.
 //
 // # Faults
 //

@@ -15,7 +15,7 @@ import (
 // never leaves the host). See the package doc for the protocol.
 const (
 	magic   = "TCSHMRNG"
-	version = 1
+	version = 2
 
 	headerSize = 4096 // the header page; slots follow it
 
@@ -41,6 +41,10 @@ const (
 	// about to sleep or sleeps on the futex. The writer loads it after
 	// publishing, and wakes the futex only when it is not zero.
 	offSleeping = 128 // uint64
+	// The highest position a reader armed at: the writer's position it
+	// found, with nothing past its own, before it slept. The writer
+	// compares it with the position of its last wake (see publish).
+	offArmed = 136 // uint64
 	// The waiter table: waiter slot k holds the pid of the process whose
 	// reader owns bit k of the sleeping mask, or 0.
 	offWaiters = 192 // [maxWaiters]uint32
@@ -79,6 +83,7 @@ type ring struct {
 	futex    *atomic.Uint32
 	flags    *atomic.Uint32
 	sleeping *atomic.Uint64 // nil for a reader without a writable header
+	armed    *atomic.Uint64 // as sleeping
 	sessSeq  *atomic.Uint32
 }
 
@@ -138,8 +143,31 @@ func newRing(mem, hdr []byte, count, stride, maxDg int) *ring {
 	}
 	if hdr != nil {
 		r.sleeping = u64(hdr, offSleeping)
+		r.armed = u64(hdr, offArmed)
 	}
 	return r
+}
+
+// arm registers a reader that is about to sleep, owner of bit in the
+// sleeping mask and with every packet before next taken: it sets the bit
+// and, if the writer has published nothing past next, raises armed to next
+// and checks the position once more. It reports whether the reader may
+// sleep on the futex word's value uint32(next); the reader clears the bit
+// when it wakes, whatever arm returned.
+//
+// With the writer's publish (store the position, load the mask, load
+// armed) this is a sequentially consistent handshake: if the reader
+// sleeps, its last load of the position came before the writer's store of
+// the next one, so the writer sees the bit and armed at least next, which
+// is at least the position of any wake before that store.
+func (r *ring) arm(bit, next uint64) bool {
+	r.sleeping.Or(bit)
+	if r.pos.Load() != next {
+		return false
+	}
+	for a := r.armed.Load(); a < next && !r.armed.CompareAndSwap(a, next); a = r.armed.Load() {
+	}
+	return r.pos.Load() == next
 }
 
 // closed reports whether the writer closed the ring.

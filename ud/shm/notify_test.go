@@ -1,6 +1,8 @@
 package shm
 
 import (
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,4 +114,118 @@ func TestNotifierFutex(t *testing.T) {
 	testenv.NoAllocs(t, "an idle wait on two rings' futexes", 50, 1, func() {
 		n.Wait(10*time.Microsecond, nil, poll)
 	})
+}
+
+// TestWakeOncePerSleep: the writer wakes a sleeper once, not on every Send
+// while the woken reader gets going with its bit still set, nor forever
+// for the bit of a reader killed in its sleep; a reader that sleeps again
+// at the new position is woken again.
+func TestWakeOncePerSleep(t *testing.T) {
+	c := testConfig(ringDir(t), Direct)
+	s := newSender(t, c)
+	m := s.r
+	const bit = uint64(1) << 63 // a reader of the test's own
+	buf := make([]byte, 512)
+	send := func(k int) uint64 {
+		t.Helper()
+		before := s.Stats().Syscalls
+		for i := 0; i < k; i++ {
+			if err := s.Send([][]byte{packet(buf, "SESSION001", uint64(i), 512)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s.Stats().Syscalls - before
+	}
+	if w := send(10); w != 0 {
+		t.Errorf("no sleeper: %d wakes", w)
+	}
+	if !m.arm(bit, m.pos.Load()) {
+		t.Fatal("arm refused with nothing new")
+	}
+	if w := send(100); w != 1 {
+		t.Errorf("a sleeper that never clears its bit (woken, or killed): %d wakes over 100 Sends, want 1", w)
+	}
+	if m.arm(bit, m.pos.Load()-1) {
+		t.Error("arm accepted a reader with a packet not yet taken")
+	}
+	if !m.arm(bit, m.pos.Load()) {
+		t.Fatal("arm refused with nothing new")
+	}
+	if w := send(100); w != 1 {
+		t.Errorf("the reader slept again at the new position: %d wakes over 100 Sends, want 1", w)
+	}
+	m.sleeping.And(^bit)
+	if w := send(10); w != 0 {
+		t.Errorf("the bit cleared: %d wakes", w)
+	}
+}
+
+// TestNoLostWakeup: a reader that sleeps between packets is always woken.
+// Its waits and file checks last an hour, so a lost wake-up is a test
+// that stops at its deadline, not a slow one. The writer sends small
+// batches with pauses, so that the reader goes to sleep often and at every
+// point of the writer's publish.
+func TestNoLostWakeup(t *testing.T) {
+	for _, mc := range []modeCase{{"direct", Direct, true}, {"blocking", Blocking, false}} {
+		t.Run(mc.name, func(t *testing.T) {
+			c := testConfig(ringDir(t), mc.mode)
+			c.CheckInterval = time.Hour
+			s := newSender(t, c)
+			r := newReceiver(t, c)
+			const n = 20000
+			go func() {
+				bufs := [3][]byte{make([]byte, 64), make([]byte, 64), make([]byte, 64)}
+				batch := make([][]byte, 0, 3)
+				for i := uint64(0); i < n; {
+					k := min(n-i, i%3+1)
+					batch = batch[:0]
+					for j := uint64(0); j < k; j++ {
+						batch = append(batch, packet(bufs[j], "SESSION001", i+j, 64))
+					}
+					if err := s.Send(batch); err != nil {
+						t.Error(err)
+						return
+					}
+					i += k
+					switch i % 7 {
+					case 0:
+						time.Sleep(time.Duration(i%50) * time.Microsecond)
+					case 3:
+						runtime.Gosched()
+					}
+				}
+			}()
+			var next atomic.Uint64
+			// The watchdog: a reader asleep for good is woken by Close.
+			var stuck atomic.Bool
+			watchdog := time.AfterFunc(60*time.Second, func() {
+				stuck.Store(true)
+				r.Close()
+				if c.Notifier != nil {
+					c.Notifier.Signal()
+				}
+			})
+			defer watchdog.Stop()
+			for next.Load() < n {
+				if stuck.Load() {
+					t.Fatalf("stuck at packet %d of %d for a minute (a lost wake-up): %+v, writer %+v", next.Load(), n, r.Stats(), s.Stats())
+				}
+				if mc.mode == Direct {
+					if r.Fill() == 0 {
+						c.Notifier.Wait(time.Hour, nil, r.Fill)
+					}
+				} else {
+					_ = r.Wait(time.Second)
+				}
+				for p := r.Peek(0); p != nil; p = r.Peek(0) {
+					if _, i := checkPacket(t, p.Data()); i != next.Load() {
+						t.Fatalf("packet %d, want %d", i, next.Load())
+					}
+					next.Add(1)
+					r.Release(1)
+				}
+			}
+			t.Logf("writer %+v", s.Stats())
+		})
+	}
 }

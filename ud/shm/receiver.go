@@ -591,13 +591,11 @@ func (r *Receiver) sleepOwner(ts *unix.Timespec) {
 // mapped.
 func (r *Receiver) sleep(m *ring, next uint64, ts *unix.Timespec) bool {
 	bit := uint64(1) << r.waiter
-	m.sleeping.Or(bit)
 	defer m.sleeping.And(^bit)
-	w := m.pos.Load()
-	if w != next || m.closed() || r.closed.Load() {
+	if !m.arm(bit, next) || m.closed() || r.closed.Load() {
 		return false
 	}
-	futexWaitOn(m.futex, uint32(w), ts)
+	futexWaitOn(m.futex, uint32(next), ts)
 	return true
 }
 
@@ -691,14 +689,12 @@ func (r *Receiver) Arm() ud.FutexArm {
 		// new one may replace it, which the next check finds.
 		return ud.FutexArm{Max: time.Duration(r.interval)}
 	}
-	m.sleeping.Or(uint64(1) << r.waiter)
 	r.armed = m
-	w := m.pos.Load()
-	if w != r.next {
+	if !m.arm(uint64(1)<<r.waiter, r.next) {
 		return ud.FutexArm{Ready: true}
 	}
 	r.syscalls.Add(1)
-	return ud.FutexArm{Word: m.futex, Val: uint32(w), Max: time.Duration(r.interval)}
+	return ud.FutexArm{Word: m.futex, Val: uint32(r.next), Max: time.Duration(r.interval)}
 }
 
 // Disarm withdraws what Arm registered (ud.FutexSource). Consumer only.

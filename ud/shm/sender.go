@@ -61,6 +61,7 @@ type Sender struct {
 	closed  atomic.Bool
 	session [10]byte // the session last written to the header
 	hasSess bool
+	woke    uint64 // the position of the last futex wake
 
 	datagrams, bytes, syscalls, errors atomic.Uint64
 }
@@ -277,12 +278,20 @@ func (s *Sender) Send(datagrams [][]byte) (err error) {
 // order is the one ud.Ring's wait handshake uses: store the position, then
 // load the sleeping mask; a reader sets its bit, then loads the position.
 // Both are sequentially consistent, so either the writer sees the bit or
-// the reader sees the position.
+// the reader sees the position (ring.arm).
+//
+// A wake takes every sleeper off the futex; a reader that sleeps after it
+// does so on the position the wake published (an older value fails at
+// once), and raises armed to it first. So the writer wakes again only when
+// armed has reached its last wake's position: a reader woken but not yet
+// running, with its bit still set, costs no further system calls, and
+// neither does the bit of a reader killed in its sleep.
 func (s *Sender) publish(pos uint64) {
 	r := s.r
 	r.pos.Store(pos)
 	r.futex.Store(uint32(pos))
-	if r.sleeping.Load() != 0 {
+	if r.sleeping.Load() != 0 && r.armed.Load() >= s.woke {
+		s.woke = pos
 		futexWakeAll(r.futex)
 		s.syscalls.Add(1)
 	}
