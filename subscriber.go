@@ -52,6 +52,11 @@ type SubscriberConfig struct {
 	// sleeps about 50 µs in the kernel after a run of empty polls, for
 	// hosts with fewer cores than spinning threads.
 	Spin, Backoff bool
+	// SpinWait makes Run keep polling for this long after its last
+	// message before it sleeps: spin, then wait. Messages that come closer
+	// together than SpinWait are then taken without a wake-up, for a core
+	// kept busy meanwhile. Zero sleeps at once; Spin never sleeps.
+	SpinWait time.Duration
 	// Tracker tunes gap handling (window, gap delay, lost-after, stale);
 	// zero fields take seqgap's defaults.
 	Tracker seqgap.Config
@@ -129,6 +134,9 @@ func (c SubscriberConfig) validate() error {
 		if _, err := ChannelGroup(c.GroupB, c.Channels-1); err != nil {
 			return bad("GroupB", c.GroupB, "%v", err)
 		}
+	}
+	if c.SpinWait < 0 || c.SpinWait > time.Second {
+		return bad("SpinWait", c.SpinWait, "want 0..1s")
 	}
 	return nil
 }
@@ -982,6 +990,7 @@ func (s *Subscriber) Run(ctx context.Context, h Handler, stop func() bool) error
 	if s.cfg.Spin {
 		return s.spin(ctx, poll, stop)
 	}
+	idleSince := int64(0) // when polls started to come back empty, for SpinWait
 	for {
 		n := poll()
 		if stop != nil && stop() {
@@ -992,7 +1001,21 @@ func (s *Subscriber) Run(ctx context.Context, h Handler, stop func() bool) error
 			// Refresh them, or a socket found empty once is not read
 			// again while another channel keeps this loop busy.
 			s.notify.Refresh()
+			idleSince = 0
 			continue
+		}
+		if s.cfg.SpinWait > 0 {
+			// Spin, then wait: poll on until SpinWait has passed with
+			// nothing (Poll read the clock), asking epoll for
+			// readiness without waiting.
+			if idleSince == 0 {
+				idleSince = s.lastPoll
+			}
+			if s.lastPoll-idleSince < int64(s.cfg.SpinWait) {
+				s.notify.Refresh()
+				continue
+			}
+			idleSince = 0
 		}
 		// The timeout bounds how late deadlines and stop are checked on an
 		// idle feed; gap deadlines are milliseconds or more.

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/tickcast/tickcast/config"
 	"github.com/tickcast/tickcast/seqgap"
@@ -34,6 +35,8 @@ func TestSubscriberConfigErrors(t *testing.T) {
 		{SubscriberConfig{Channels: 2, GroupA: ga, GroupB: netip.MustParseAddrPort("10.0.0.1:1"), NewReceiver: nr}, "tickcast", "SubscriberConfig", "GroupB"},
 		{SubscriberConfig{Channels: 2, GroupA: ga, NewReceiver: nr, Tracker: seqgap.Config{Window: 3}}, "seqgap", "Config", "Window"},
 		{SubscriberConfig{Channels: 2, Symbols: []string{"AAPL", "TOOLONGSYM"}, GroupA: ga, NewReceiver: nr}, "tickcast", "SubscriberConfig", "Symbols"},
+		{SubscriberConfig{Channels: 2, GroupA: ga, NewReceiver: nr, SpinWait: -time.Microsecond}, "tickcast", "SubscriberConfig", "SpinWait"},
+		{SubscriberConfig{Channels: 2, GroupA: ga, NewReceiver: nr, SpinWait: 2 * time.Second}, "tickcast", "SubscriberConfig", "SpinWait"},
 	} {
 		_, err := NewSubscriber(tc.cfg)
 		var ce *config.Error

@@ -174,7 +174,17 @@ func rateName(r float64) string {
 
 // classOf is the receive class of a tickcast mode: a mode that spins is
 // compared with the busy-poll floor, the others with the blocking floor.
+// modeSpinWait is tickbench's name for the subscriber in mode direct with
+// --spin-wait (tickbench --spin-wait): spin, then wait.
+const modeSpinWait = "direct-spinwait"
+
+// spinWait is the subscriber's --spin-wait in mode direct-spinwait.
+var spinWait = 20 * time.Microsecond
+
 func classOf(mode string) string {
+	if mode == modeSpinWait {
+		return classBlocking // it spins a while, then sleeps
+	}
 	if strings.Contains(mode, "busy") || strings.Contains(mode, "spin") {
 		return classBusy
 	}
@@ -197,6 +207,14 @@ func detectModes(ctx context.Context, subscriber string, want []string) (modes, 
 		want = []string{"blocking", "busy-poll", "direct", "direct-spin"}
 	}
 	for _, m := range want {
+		if m == modeSpinWait {
+			if regexp.MustCompile(`(?m)^\s*--spin-wait\b`).Match(out) {
+				modes = append(modes, m)
+			} else {
+				notes = append(notes, fmt.Sprintf("mode %s skipped: subscriber --help has no --spin-wait", m))
+			}
+			continue
+		}
 		if regexp.MustCompile(`(^|[^a-z-])` + regexp.QuoteMeta(m) + `($|[^a-z-])`).MatchString(help) {
 			modes = append(modes, m)
 		} else if !auto || !strings.HasPrefix(m, "direct") {
@@ -387,8 +405,13 @@ type subLatSummary struct {
 // arguments for one run on group g, with NATS as ns says.
 func tickcastLatArgs(g, mode string, channels int, rate float64, count uint64, hgrm string, ns natsSide) (sub, fh []string) {
 	ch, n := strconv.Itoa(channels), strconv.FormatUint(count, 10)
+	var spin []string
+	if mode == modeSpinWait {
+		mode, spin = "direct", []string{"--spin-wait", spinWait.String()}
+	}
 	sub = []string{"--group", g, "--iface", "127.0.0.1", "--channels", ch, "--expect", n, "--mode", mode, "--cpu", "-1",
 		"--idle-timeout", subIdleTimeout.String(), "--format", "none", "--log-format", "json", "--log-level", "info"}
+	sub = append(sub, spin...)
 	sub = append(sub, ns.subArgs()...)
 	if hgrm != "" {
 		sub = append(sub, "--latency-out", hgrm)

@@ -165,7 +165,8 @@ func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	// Latency mode.
 	fs.StringVar(&f.rates, "rates", "10000,50000,100000", "latency: paced rates in msg/s, comma separated")
 	fs.IntVar(&ls.rounds, "rounds", 5, "latency: rounds, each running every peer at every rate")
-	fs.StringVar(&f.modes, "modes", "", "latency: subscriber modes, comma separated (default: those of blocking,busy-poll,direct,direct-spin that subscriber --help lists)")
+	fs.StringVar(&f.modes, "modes", "", "latency: subscriber modes, comma separated (default: those of blocking,busy-poll,direct,direct-spin that subscriber --help lists); also direct-spinwait, mode direct with --spin-wait (ratios against the blocking floor, as it sleeps when idle)")
+	fs.DurationVar(&spinWait, "spin-wait", spinWait, "latency: the subscriber's --spin-wait in mode direct-spinwait")
 	fs.DurationVar(&ls.duration, "duration", 2*time.Second, "latency: length of each run; messages = rate × duration")
 	fs.BoolVar(&f.search, "search", true, "latency: search for the highest rate at which the floor's p50 stays under 100 µs (probes at --search-rates)")
 	fs.StringVar(&f.searchRates, "search-rates", "100000,200000,400000,800000", "latency: the floor's probe rates in msg/s")

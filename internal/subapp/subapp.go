@@ -60,7 +60,8 @@ type Settings struct {
 	SHMDir          string        `flag:"shm-dir" default:"/dev/shm" help:"with --transport shm, the directory of the feed handler's ring files (its --shm-dir)"`
 	Iface           string        `flag:"iface" default:"127.0.0.1" help:"IPv4 address of the interface to join on"`
 	ListDevices     bool          `flag:"list-devices" help:"print this host's RDMA devices (ports and their state, link layer, netdevs, NUMA node, whether port counters exist) and the device --iface leads to, then exit 0; built into every binary, with or without -tags rdma"`
-	Mode            string        `flag:"mode" default:"auto" help:"receive mode (udp and rdma; see docs/operations.md): auto (direct with udp, blocking with rdma or with --conflate), direct (the handler's goroutine waits in one epoll_wait over every line's socket, or with rdma every line's completion channel, and receives itself; no hand-off between threads), direct-spin (the same goroutine polls every socket or completion queue in turn, one core for the whole subscriber), blocking (a receive thread per line sleeps in the kernel and wakes the handler) or busy-poll (a receive thread per line spins, one core each)"`
+	Mode            string        `flag:"mode" default:"auto" help:"receive mode (udp, rdma and shm; see docs/operations.md): auto (direct with udp and shm, blocking with rdma or with --conflate), direct (the handler's goroutine waits in one epoll_wait over every line's socket, with rdma every line's completion channel, with shm one futex_waitv over every channel's ring, and receives itself; no hand-off between threads), direct-spin (the same goroutine polls every socket or completion queue in turn, one core for the whole subscriber), blocking (a receive thread per line sleeps in the kernel and wakes the handler) or busy-poll (a receive thread per line spins, one core each)"`
+	SpinWait        time.Duration `flag:"spin-wait" default:"0s" help:"with --mode direct or blocking, keep polling this long after the last message before sleeping (spin, then wait): messages closer together than this are taken without a wake-up, for a core kept busy meanwhile; best with --transport shm, where a poll is a memory read (0: sleep at once; at most 1s)"`
 	CPU             int           `flag:"cpu" default:"-1" help:"pin busy-poll receive threads to this CPU (-1: no pinning)"`
 	RcvBuf          int           `flag:"rcvbuf" default:"0" help:"socket receive buffer to request in bytes (0: as large as allowed)"`
 	RingSlots       int           `flag:"ring-slots" default:"8192" help:"receive ring slots per line (power of two)"`
@@ -414,6 +415,9 @@ func (s *Settings) checkLimits() error {
 	if s.RecoveryTimeout <= 0 {
 		return cliconf.Invalid("recovery-timeout", "%v: must be positive", s.RecoveryTimeout)
 	}
+	if s.SpinWait < 0 || s.SpinWait > time.Second {
+		return cliconf.Invalid("spin-wait", "%v: want 0..1s", s.SpinWait)
+	}
 	if s.RecoveryBackoff > time.Second {
 		return cliconf.Invalid("recovery-backoff", "%v: want at most 1s (negative: never wait)", s.RecoveryBackoff)
 	}
@@ -511,6 +515,7 @@ func (s *Settings) libConfigs(p plan) libConfigs {
 		Subscriber: tickcast.SubscriberConfig{
 			Channels: s.Channels, Join: p.join, Symbols: s.Symbols, GroupA: p.group, GroupB: p.groupB,
 			Spin:     p.mode == ud.DirectSpin && s.Transport != "nats",
+			SpinWait: s.SpinWait,
 			Backoff:  p.backoff,
 			Tracker:  seqgap.Config{Window: s.Window, GapDelay: s.GapDelay, LostAfter: s.LostAfter, StaleAfter: s.StaleAfter},
 			Conflate: tickcast.ConflateConfig{On: s.Conflate, Threshold: s.ConflateThreshold, Interval: s.ConflateInterval},
