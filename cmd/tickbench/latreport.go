@@ -376,7 +376,7 @@ func ratios(runs []latRun) []ratioStat {
 	for _, k := range order {
 		a := acc[k]
 		floor := peerFloorBlocking
-		if classOf(strings.TrimPrefix(strings.TrimPrefix(k.peer, tickcastPrefix), baselinePrefix)) == classBusy {
+		if classOf(peerMode(k.peer)) == classBusy {
 			floor = peerFloorBusy
 		}
 		out = append(out, ratioStat{Channels: k.channels, Rate: k.rate, Peer: k.peer, Floor: floor,
