@@ -286,3 +286,72 @@ func writerReaders(b *testing.B, transport string, readers int) {
 		}
 	}
 }
+
+// BenchmarkSendWake: what a Send of one packet costs the writer when a
+// reader sleeps on the futex (so the Send wakes it) against none: the
+// time of the Send call alone. After each Send the benchmark waits until
+// the reader took the packet and went back to sleep, outside the timing.
+func BenchmarkSendWake(b *testing.B) {
+	for _, sleeper := range []bool{false, true} {
+		name := "no-reader"
+		if sleeper {
+			name = "sleeping-reader"
+		}
+		b.Run(name, func(b *testing.B) {
+			c := testConfig(ringDir(b), Direct)
+			s := newSender(b, c)
+			var took atomic.Uint64
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			if sleeper {
+				r := newReceiver(b, c)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					poll := func() int {
+						r.Fill()
+						k := 0
+						for r.Peek(k) != nil {
+							k++
+						}
+						r.Release(k)
+						took.Add(uint64(k))
+						return k
+					}
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if poll() == 0 {
+							c.Notifier.Wait(time.Second, stop, poll)
+						}
+					}
+				}()
+			}
+			pkt := [][]byte{make([]byte, 64)}
+			var spent time.Duration
+			sent := uint64(0)
+			for b.Loop() {
+				if sleeper {
+					// Wait until the reader took the last packet and sleeps.
+					for took.Load() < sent || s.r.sleeping.Load() == 0 {
+						runtime.Gosched()
+					}
+				}
+				t0 := time.Now()
+				if err := s.Send(pkt); err != nil {
+					b.Fatal(err)
+				}
+				spent += time.Since(t0)
+				sent++
+			}
+			close(stop)
+			s.Close() // wakes the reader for good
+			wg.Wait()
+			b.ReportMetric(float64(spent.Nanoseconds())/float64(sent), "ns/Send")
+			b.ReportMetric(float64(s.Stats().Syscalls)/float64(sent), "wakes/Send")
+		})
+	}
+}
