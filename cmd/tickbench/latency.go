@@ -135,6 +135,18 @@ func (env latEnv) deploy() string {
 	return deployEmbedded
 }
 
+// withSHM points a run's feed handler and subscribers at shared-memory
+// rings of the run's own: it makes their directory, which the caller
+// removes after the run, and adds the flags to both argument lists.
+func withSHM(subArgs, fhArgs *[]string) (dir string, err error) {
+	if dir, err = os.MkdirTemp(shmBenchDir(), "tickbench-shm-"); err != nil {
+		return "", err
+	}
+	*subArgs = append(*subArgs, "--transport", "shm", "--shm-dir", dir)
+	*fhArgs = append(*fhArgs, "--shm", "--shm-dir", dir)
+	return dir, nil
+}
+
 // shmBenchDir is where the shm deployment's rings go: the host's tmpfs,
 // or the temporary directory without one.
 func shmBenchDir() string {
@@ -466,14 +478,11 @@ func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) lat
 		}
 		subArgs, fhArgs := tickcastLatArgs(fmt.Sprintf("%s:%d", group, port), mode, a.channels, a.rate, a.count, r.Hgrm, ns)
 		if env.shm {
-			// Rings of the run's own, in a directory removed after it.
-			dir, err := os.MkdirTemp(shmBenchDir(), "tickbench-shm-")
+			dir, err := withSHM(&subArgs, &fhArgs)
 			if err != nil {
 				return err
 			}
 			defer os.RemoveAll(dir)
-			subArgs = append(subArgs, "--transport", "shm", "--shm-dir", dir)
-			fhArgs = append(fhArgs, "--shm", "--shm-dir", dir)
 		}
 		sub, err := startReady(ctx, "subscriber", env.timeout, []string{env.subscriber}, subArgs, `"message":"subscribed"`, 10*time.Second)
 		if err != nil {

@@ -373,14 +373,11 @@ func fanTickcast(ctx context.Context, env latEnv, k int, count uint64, shm bool,
 	// Pre-generated messages, as the other senders generate nothing.
 	fhArgs = append(fhArgs, "--pregenerate")
 	if shm {
-		// The feed handler's rings, in a directory of the run's own.
-		dir, err := os.MkdirTemp(shmBenchDir(), "tickbench-shm-")
+		dir, err := withSHM(&subArgs, &fhArgs)
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		subArgs = append(subArgs, "--transport", "shm", "--shm-dir", dir)
-		fhArgs = append(fhArgs, "--shm", "--shm-dir", dir)
 	}
 	subs, err := startReceivers(ctx, env, k, "subscriber", []string{env.subscriber}, subArgs, `"message":"subscribed"`)
 	defer killAll(subs)
