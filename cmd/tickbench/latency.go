@@ -61,6 +61,7 @@ type latSettings struct {
 	fanout      bool
 	fanCount    uint64
 	fanSubs     []int
+	shmSubs     []int // local subscriber counts of the shm deployment
 	quick       bool
 	baseline    string   // git revision whose programs also run, as baseline-MODE peers; empty: none
 	deploys     []string // deployEmbedded, deployExternal: the NATS server the tickcast peers use
@@ -118,6 +119,7 @@ type latEnv struct {
 	external    bool   // tickcast runs: a nats-server process of their own, not the embedded server
 	shm         bool   // tickcast runs: through the feed handler's shared-memory rings (deploySHM)
 	noSHM       bool   // the programs have no shared-memory transport (a baseline from before it)
+	localSubs   int    // shm: subscribers reading the rings (the first one measured); 0 is 1
 	liveSub     bool   // tickcast runs: a live NATS subscriber too
 	size        int    // payload bytes: tickcast's one-message packet
 	outdir      string
@@ -133,6 +135,27 @@ func (env latEnv) deploy() string {
 		return deploySHM
 	}
 	return deployEmbedded
+}
+
+// peer is the name of env's tickcast peer in mode.
+func (env latEnv) peer(mode string) string {
+	if env.shm && env.localSubs > 1 {
+		return env.prefix + "shm" + strconv.Itoa(env.localSubs) + "-" + mode
+	}
+	return tickcastPeer(env.prefix, env.deploy(), mode)
+}
+
+// withoutFlag returns args without flag and its value.
+func withoutFlag(args []string, flag string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == flag {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // withSHM points a run's feed handler and subscribers at shared-memory
@@ -439,7 +462,7 @@ func tickcastLatArgs(g, mode string, channels int, rate float64, count uint64, h
 // env.external, a nats-server process of the run's own; with env.liveSub
 // also a subscriber on the live NATS subjects.
 func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) latRun {
-	peer := tickcastPeer(env.prefix, env.deploy(), mode)
+	peer := env.peer(mode)
 	r := latRun{Round: a.round, Channels: a.channels, Rate: a.rate, Peer: peer, Class: classOf(mode), Hgrm: a.hgrm(env, peer),
 		Deploy: deployEmbedded}
 	r.Deploy = env.deploy()
@@ -489,10 +512,26 @@ func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) lat
 			return err
 		}
 		defer sub.kill()
+		// More local subscribers on the same rings, not measured.
+		others, err := startReceivers(ctx, env, env.localSubs-1, "local subscriber", []string{env.subscriber},
+			withoutFlag(subArgs, "--latency-out"), `"message":"subscribed"`)
+		defer killAll(others)
+		if err != nil {
+			return err
+		}
 		var fs fhSummary
 		fh, _, err := runToEnd(ctx, "feedhandler", env.timeout, []string{env.feedhandler}, fhArgs, &fs)
 		if err != nil {
 			return err
+		}
+		for i, p := range others {
+			var os subLatSummary
+			if _, err := p.summary(&os); err != nil {
+				return err
+			}
+			if os.Received != fs.Messages {
+				return fmt.Errorf("local subscriber %d of %d received %d of %d messages", i+2, env.localSubs, os.Received, fs.Messages)
+			}
 		}
 		var ss subLatSummary
 		if _, err := sub.summary(&ss); err != nil {
@@ -639,23 +678,27 @@ func latPeers(ctx context.Context, s latSettings, env latEnv, modes []string, ba
 	for _, m := range s.floors {
 		peers = append(peers, latPeer{"floor " + m, func(a runArgs) latRun { return runFloorLat(ctx, env, m, a) }})
 	}
-	for _, d := range s.deploys {
-		e := env
-		e.external, e.shm = d == deployExternal, d == deploySHM
-		for _, m := range modes {
-			peers = append(peers, latPeer{tickcastPeer(e.prefix, d, m), func(a runArgs) latRun { return runTickcastLat(ctx, e, m, a) }})
+	tickcast := func(env latEnv, modes []string) {
+		for _, d := range s.deploys {
+			e := env
+			e.external, e.shm = d == deployExternal, d == deploySHM
+			if e.shm && e.noSHM {
+				continue
+			}
+			subs := []int{1}
+			if e.shm && len(s.shmSubs) > 0 {
+				subs = s.shmSubs
+			}
+			for _, k := range subs {
+				e.localSubs = k
+				for _, m := range modes {
+					peers = append(peers, latPeer{e.peer(m), func(a runArgs) latRun { return runTickcastLat(ctx, e, m, a) }})
+				}
+			}
 		}
 	}
-	for _, d := range s.deploys {
-		e := baseEnv
-		e.external, e.shm = d == deployExternal, d == deploySHM
-		if e.shm && e.noSHM {
-			continue
-		}
-		for _, m := range baseModes {
-			peers = append(peers, latPeer{tickcastPeer(e.prefix, d, m), func(a runArgs) latRun { return runTickcastLat(ctx, e, m, a) }})
-		}
-	}
+	tickcast(env, modes)
+	tickcast(baseEnv, baseModes)
 	return append(peers, latPeer{"nats", func(a runArgs) latRun { return runNATSLat(ctx, env, a) }})
 }
 

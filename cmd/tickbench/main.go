@@ -142,14 +142,14 @@ func runRole(role string, args []string, stdout, stderr io.Writer) int {
 // benchFlags are tickbench's flags: settings and latSettings, and the
 // texts parsed into them after parsing.
 type benchFlags struct {
-	s                                                      settings
-	ls                                                     latSettings
-	channels, rates, searchRates, modes, fanSubs, markdown string
-	deploy, floors                                         string
-	search, throughput, subCap                             bool
-	day                                                    daySettings
-	dayMode                                                bool
-	subs                                                   string
+	s                                                               settings
+	ls                                                              latSettings
+	channels, rates, searchRates, modes, fanSubs, shmSubs, markdown string
+	deploy, floors                                                  string
+	search, throughput, subCap                                      bool
+	day                                                             daySettings
+	dayMode                                                         bool
+	subs                                                            string
 }
 
 // flagSet returns the flag set that fills f.
@@ -176,6 +176,7 @@ func (f *benchFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&ls.sockperf, "sockperf", "/usr/bin/sockperf", "latency: sockperf binary for its UDP ping-pong (empty: none; skipped with a note when missing)")
 	fs.BoolVar(&ls.fanout, "fanout", true, "latency: also run the fan-out ramp (one unpaced sender, --fanout-subs subscribers)")
 	fs.StringVar(&f.fanSubs, "fanout-subs", "1,2,4", "latency: subscriber counts of the fan-out ramp")
+	fs.StringVar(&f.shmSubs, "shm-subs", "1", "latency, with --deploy shm: local subscriber counts, comma separated; K > 1 is the peer tickcast-shmK-MODE, whose first subscriber's latency is reported while K-1 more read the same rings")
 	fs.Uint64Var(&ls.fanCount, "fanout-count", 300000, "latency: messages per fan-out run")
 	fs.StringVar(&ls.outdir, "outdir", "bench-out", "latency: directory for the .hgrm files and SVG plots (empty: none)")
 	fs.BoolVar(&ls.quick, "quick", false, "latency: smoke test: every peer at 2k msg/s, 3,000 messages, 1 round, short ping-pong and fan-out, no search; "+
@@ -265,6 +266,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := f.ls.parse(f.s.timeout, f.channels, f.rates, f.searchRates, f.modes, f.fanSubs, f.search, set); err != nil {
+		fmt.Fprintf(stderr, "tickbench: %v\n", err)
+		return 2
+	}
+	var err error
+	if f.ls.shmSubs, err = parseInts("shm-subs", f.shmSubs, 1, 8); err != nil {
 		fmt.Fprintf(stderr, "tickbench: %v\n", err)
 		return 2
 	}

@@ -314,7 +314,14 @@ func tailRatios(runs []latRun) []tailRatio {
 func peerMode(peer string) string {
 	for _, p := range []string{tickcastPrefix, baselinePrefix} {
 		if m, ok := strings.CutPrefix(peer, p); ok {
-			return strings.TrimPrefix(strings.TrimPrefix(m, externalInfix), shmInfix)
+			m = strings.TrimPrefix(m, externalInfix)
+			if rest, ok := strings.CutPrefix(m, "shm"); ok {
+				// shm-MODE, or shmK-MODE for K local subscribers
+				if _, after, ok := strings.Cut(strings.TrimLeft(rest, "0123456789"), "-"); ok {
+					return after
+				}
+			}
+			return m
 		}
 	}
 	return peer

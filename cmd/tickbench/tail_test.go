@@ -160,10 +160,20 @@ func TestNATSSideArgs(t *testing.T) {
 		t.Error("peer names")
 	}
 	for peer, mode := range map[string]string{"tickcast-ext-direct-spin": "direct-spin", "baseline-busy-poll": "busy-poll", "baseline-ext-direct": "direct",
-		"tickcast-shm-direct": "direct"} {
+		"tickcast-shm-direct": "direct", "tickcast-shm4-direct-spinwait": "direct-spinwait", "baseline-shm2-direct-spin": "direct-spin"} {
 		if got := peerMode(peer); got != mode {
 			t.Errorf("peerMode(%s) = %s, want %s", peer, got, mode)
 		}
+	}
+	shm4 := latEnv{prefix: tickcastPrefix, shm: true, localSubs: 4}
+	if got := shm4.peer("direct"); got != "tickcast-shm4-direct" {
+		t.Errorf("4 local subscribers: peer %s", got)
+	}
+	if classOf(peerMode("tickcast-shm4-direct-spinwait")) != classBlocking || classOf(peerMode("tickcast-shm-direct-spin")) != classBusy {
+		t.Error("receive classes of shm peers")
+	}
+	if got := strings.Join(withoutFlag([]string{"--a", "1", "--latency-out", "f", "--b"}, "--latency-out"), " "); got != "--a 1 --b" {
+		t.Errorf("withoutFlag: %q", got)
 	}
 }
 
