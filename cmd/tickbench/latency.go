@@ -690,9 +690,10 @@ func latPeers(ctx context.Context, s latSettings, env latEnv, modes []string, ba
 				subs = s.shmSubs
 			}
 			for _, k := range subs {
-				e.localSubs = k
+				ek := e // each count's peers keep their own
+				ek.localSubs = k
 				for _, m := range modes {
-					peers = append(peers, latPeer{e.peer(m), func(a runArgs) latRun { return runTickcastLat(ctx, e, m, a) }})
+					peers = append(peers, latPeer{ek.peer(m), func(a runArgs) latRun { return runTickcastLat(ctx, ek, m, a) }})
 				}
 			}
 		}
