@@ -137,6 +137,21 @@ func (env latEnv) deploy() string {
 	return deployEmbedded
 }
 
+// checkOthers reads the summaries of the local subscribers that were not
+// measured (--shm-subs) and fails unless each received every message.
+func checkOthers(others []*proc, messages uint64) error {
+	for i, p := range others {
+		var ss subLatSummary
+		if _, err := p.summary(&ss); err != nil {
+			return err
+		}
+		if ss.Received != messages {
+			return fmt.Errorf("local subscriber %d of %d received %d of %d messages", i+2, len(others)+1, ss.Received, messages)
+		}
+	}
+	return nil
+}
+
 // peer is the name of env's tickcast peer in mode.
 func (env latEnv) peer(mode string) string {
 	if env.shm && env.localSubs > 1 {
@@ -524,14 +539,8 @@ func runTickcastLat(ctx context.Context, env latEnv, mode string, a runArgs) lat
 		if err != nil {
 			return err
 		}
-		for i, p := range others {
-			var os subLatSummary
-			if _, err := p.summary(&os); err != nil {
-				return err
-			}
-			if os.Received != fs.Messages {
-				return fmt.Errorf("local subscriber %d of %d received %d of %d messages", i+2, env.localSubs, os.Received, fs.Messages)
-			}
+		if err := checkOthers(others, fs.Messages); err != nil {
+			return err
 		}
 		var ss subLatSummary
 		if _, err := sub.summary(&ss); err != nil {
