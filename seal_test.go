@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickcast/tickcast/feed"
 	"github.com/tickcast/tickcast/mold"
 	"github.com/tickcast/tickcast/seal"
 	"github.com/tickcast/tickcast/ud"
@@ -144,5 +145,93 @@ func TestSubscriberDropsUnverified(t *testing.T) {
 	f.drain(t, f.pub.Stats().Messages)
 	if st := f.sub.Stats(); st.Messages != f.pub.Stats().Messages || st.Missing != 0 {
 		t.Fatalf("released %d of %d, missing %d", st.Messages, f.pub.Stats().Messages, st.Missing)
+	}
+}
+
+// lateKeys is a KeySource whose keys arrive only once ready is set, as
+// natskeys' do when the subscriber starts before its feed handler.
+type lateKeys struct {
+	src    *testKeys
+	ready  bool
+	misses int
+}
+
+func (k *lateKeys) Keys(ch int) *seal.Keys {
+	if !k.ready {
+		return nil
+	}
+	return k.src.Keys(ch)
+}
+
+func (k *lateKeys) Miss(int, mold.Session) { k.misses++ }
+
+// TestKeysWaitAfterHeartbeat: a session known only from a heartbeat (not
+// sealed) is not a live stream yet, so the first data packet waits for
+// its keys rather than being dropped as NoKey: a feed handler that starts
+// idle sends a heartbeat first.
+func TestKeysWaitAfterHeartbeat(t *testing.T) {
+	keys := &testKeys{}
+	late := &lateKeys{src: keys}
+	group := benchGroup(t)
+	uc := udp.Config{Mode: ud.Blocking, CPU: -1}
+	sub, err := NewSubscriber(SubscriberConfig{Channels: 1, GroupA: group, NewReceiver: udp.Receivers(uc), Keys: late})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	pub, err := NewPublisher(PublisherConfig{Channels: 1, GroupA: group, NewSender: udp.Senders(uc), Seal: keys.seal, SealOverhead: seal.Overhead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	keys.make(t, pub.Sessions())
+	var h countHandler
+	pollUntil := func(what string, done func(SubscriberStats) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !done(sub.Stats()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: after 5s: %+v", what, sub.Stats())
+			}
+			sub.Poll(&h, 100)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	g, _ := ChannelGroup(group, 0)
+	snd, err := udp.NewSender(udp.Config{Group: g.Addr(), Port: int(g.Port()), CPU: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close()
+	if err := snd.Send([][]byte{mold.AppendHeartbeat(nil, pub.Sessions()[0], 1)}); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil("the heartbeat", func(st SubscriberStats) bool { return st.Packets >= 1 })
+	src, err := feed.NewSynthetic(feed.SyntheticConfig{Seed: 1, Instruments: 1, Channels: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m feed.Msg
+	if err := src.Next(&m); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Publish(&m, Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Flush(Now()); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil("the keys asked for", func(SubscriberStats) bool { return late.misses > 0 })
+	for range 20 {
+		sub.Poll(&h, 100)
+		time.Sleep(time.Millisecond)
+	}
+	if st := sub.Stats(); st.NoKey != 0 || st.Messages != 0 {
+		t.Fatalf("before the keys came: no_key %d, released %d; want the packet waiting", st.NoKey, st.Messages)
+	}
+	late.ready = true
+	pollUntil("the message released", func(st SubscriberStats) bool { return st.Messages == 1 })
+	if st := sub.Stats(); st.NoKey != 0 || st.Missing != 0 {
+		t.Fatalf("no_key %d, missing %d", st.NoKey, st.Missing)
 	}
 }

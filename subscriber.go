@@ -762,9 +762,12 @@ const keyWait = 2 * time.Second
 
 // waitKeys reports whether slot, a data packet of a session whose keys are
 // not held, must wait for them. It waits only while the channel has no
-// live session (none yet, or the one followed ended or went silent), so a
-// forger cannot stall a live stream: there, such a packet is dropped at
-// once (NoKey) and the keys fetched. A wait lasts at most keyWait, until a
+// live session (none yet, only heartbeats so far, or the one followed
+// ended or went silent), so a forger cannot stall a live stream: there,
+// such a packet is dropped at once (NoKey) and the keys fetched. A session
+// known only from its heartbeats, which are not sealed, is not live yet: a
+// feed handler that starts idle sends a heartbeat before its first data
+// packet, and that packet waits for the keys as any first one does. A wait lasts at most keyWait, until a
 // packet of a held session comes; then the packet is dropped as NoKey.
 func (s *Subscriber) waitKeys(sc *subChannel, slot *ud.Slot) bool {
 	b := slot.Data()
@@ -776,7 +779,7 @@ func (s *Subscriber) waitKeys(sc *subChannel, slot *ud.Slot) bool {
 		sc.keyWaitNs = 0
 		return false
 	}
-	if _, ok := sc.tracker.Session(); ok && !sc.tracker.Ended() && !sc.tracker.Stale() {
+	if _, ok := sc.tracker.Session(); ok && sc.tracker.Released() > 0 && !sc.tracker.Ended() && !sc.tracker.Stale() {
 		return false
 	}
 	if sc.keyWaitNs == 0 {
