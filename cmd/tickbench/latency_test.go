@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
@@ -117,11 +118,29 @@ func TestModeHelp(t *testing.T) {
 }
 
 func TestClassOf(t *testing.T) {
-	for mode, want := range map[string]string{"blocking": classBlocking, "direct": classBlocking, "busy-poll": classBusy, "direct-spin": classBusy} {
+	for mode, want := range map[string]string{"blocking": classBlocking, "direct": classBlocking, "busy-poll": classBusy, "direct-spin": classBusy,
+		modeSpinWait: classBlocking} {
 		if got := classOf(mode); got != want {
 			t.Errorf("classOf(%s) = %s, want %s", mode, got, want)
 		}
 	}
+}
+
+// TestSpinWaitFlag: mode direct-spinwait runs the subscriber in mode direct
+// with --spin-wait, and tickbench refuses a --spin-wait the subscriber
+// would.
+func TestSpinWaitFlag(t *testing.T) {
+	sub, _ := tickcastLatArgs("239.77.0.1:1", modeSpinWait, 1, 1000, 100, "", natsSide{})
+	if got := strings.Join(sub, " "); !strings.Contains(got, "--mode direct ") || !strings.Contains(got, "--spin-wait "+spinWait.String()) {
+		t.Errorf("subscriber args %q", got)
+	}
+	for _, bad := range []string{"-5us", "0s", "2s"} {
+		var out strings.Builder
+		if code := run([]string{"--modes", modeSpinWait, "--spin-wait", bad}, &out, &out); code != 2 || !strings.Contains(out.String(), "--spin-wait") {
+			t.Errorf("--spin-wait %s: exit %d, %q", bad, code, out.String())
+		}
+	}
+	spinWait = 20 * time.Microsecond // run set it
 }
 
 func TestParseLists(t *testing.T) {

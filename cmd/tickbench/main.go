@@ -496,6 +496,8 @@ func (ls *latSettings) parse(timeout time.Duration, channels, rates, searchRates
 		return fmt.Errorf("--pingpong-count %d: want 1..10000000", ls.ppCount)
 	case ls.fanCount < 1000 || ls.fanCount > 100_000_000:
 		return fmt.Errorf("--fanout-count %d: want 1000..100000000", ls.fanCount)
+	case spinWait <= 0 || spinWait > time.Second:
+		return fmt.Errorf("--spin-wait %v: want more than 0, at most 1s", spinWait)
 	case ls.timeout < time.Second:
 		return fmt.Errorf("--timeout %v: want at least 1s", ls.timeout)
 	}
