@@ -45,19 +45,26 @@ func shmPair(b *testing.B, mode ud.Mode) pair {
 	return p
 }
 
-func udpPair(b *testing.B, mode ud.Mode) pair {
+// udpSender opens a loopback multicast sender to group on a free port,
+// closed after b, and returns it with its configuration in mode.
+func udpSender(b *testing.B, group string, mode ud.Mode) (*udp.Sender, udp.Config) {
 	l, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	port := l.LocalAddr().(*net.UDPAddr).Port
 	l.Close()
-	c := udp.Config{Group: netip.MustParseAddr("239.77.200.1"), Port: port, Mode: mode, CPU: -1}
+	c := udp.Config{Group: netip.MustParseAddr(group), Port: port, Mode: mode, CPU: -1}
 	s, err := udp.NewSender(c)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
+	return s, c
+}
+
+func udpPair(b *testing.B, mode ud.Mode) pair {
+	s, c := udpSender(b, "239.77.200.1", mode)
 	r, err := udp.NewReceiver(c)
 	if err != nil {
 		b.Fatal(err)
@@ -206,18 +213,7 @@ func writerReaders(b *testing.B, transport string, readers int) {
 			return newReceiver(b, rc), rc.Notifier
 		}
 	default:
-		l, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		port := l.LocalAddr().(*net.UDPAddr).Port
-		l.Close()
-		c := udp.Config{Group: netip.MustParseAddr("239.77.200.2"), Port: port, Mode: Direct, CPU: -1}
-		s, err := udp.NewSender(c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close() })
+		s, c := udpSender(b, "239.77.200.2", Direct)
 		send = s.Send
 		open = func() (ud.Receiver, *ud.Notifier) {
 			rc := c
